@@ -1,0 +1,87 @@
+"""Scalar binary32 arithmetic with AMX's rounding rules, exact on any CPU state.
+
+``fma32`` and ``add32`` are one IEEE binary32 operation each, round-to-nearest-even, with
+MXCSR.DAZ|FTZ behaviour (SEMANTICS.md, "TDPBF16PS"): a tiny result (below 2^-126 after rounding
+to 24 bits with an unbounded exponent) becomes a zero of its sign. They are computed in binary64
+with an error-free TwoSum, so they neither read nor depend on the caller's MXCSR, and they do not
+rely on the CPU having an FMA unit.
+
+Why this is exact: the operands are binary32 values, and a product of two BF16/FP16 values has at
+most 22 significant bits, so ``a * b`` is exact in binary64 and far from its overflow and
+underflow. ``s = fl64(p + c)`` may round, but TwoSum gives the exact error ``t`` with
+``p + c = s + t``. Rounding binary64 to binary32 can only go wrong when ``s`` sits exactly on a
+binary32 midpoint (binary64 rounding never crosses one, since midpoints are binary64 numbers);
+then the sign of ``t`` decides. This module must stay free of ``fastmath``: TwoSum depends on the
+operations happening exactly as written.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+# Smallest normal binary32, and the largest value whose 24-bit rounding is still below it:
+# 2^-126 - 2^-151 is the midpoint between 2^-126 - 2^-150 and 2^-126 and rounds (to even) up.
+_MIN_NORMAL = 2.0**-126
+_TINY_EDGE = 2.0**-126 - 2.0**-151
+# Halfway between FLT_MAX and 2^128: at or above it binary32 rounding gives infinity.
+_OVERFLOW_EDGE = 2.0**128 - 2.0**103
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+@njit(cache=True, inline="always")
+def two_sum(x, y):
+    """s = fl64(x + y) and t with x + y = s + t exactly (Knuth's TwoSum)."""
+    s = x + y
+    bb = s - x
+    t = (x - (s - bb)) + (y - bb)
+    return s, t
+
+
+@njit(cache=True, inline="always")
+def round_ftz(s, t):
+    """The binary32 result of the exact value s + t: RNE, tininess after rounding, FTZ."""
+    if not math.isfinite(s):
+        return np.float32(s)
+    a = abs(s)
+    if a < _MIN_NORMAL:
+        # The exact value is below 2^-126 (s is a faithful binary64 rounding of it, and 2^-126 is
+        # a binary64 number). It is tiny unless it rounds up to 2^-126 at 24 bits.
+        if a > _TINY_EDGE or (a == _TINY_EDGE and (t == 0.0 or (t > 0.0) == (s > 0.0))):
+            return np.float32(math.copysign(_MIN_NORMAL, s))
+        return np.float32(math.copysign(0.0, s))
+    if a >= _OVERFLOW_EDGE:
+        if a == _OVERFLOW_EDGE and t != 0.0 and (t > 0.0) != (s > 0.0):
+            return np.float32(math.copysign(_FLT_MAX, s))
+        return np.float32(math.copysign(math.inf, s))
+    r = np.float32(s)
+    r64 = np.float64(r)
+    if t == 0.0 or r64 == s:
+        return r
+    # s was rounded to r; if s is exactly the midpoint between r and its neighbour towards s,
+    # the conversion broke the tie to even and the sign of t must decide instead.
+    d = s - r64
+    m, e = math.frexp(r64)
+    spacing = math.ldexp(1.0, e - 24)  # ulp of r: r in [2^(e-1), 2^e) has 24 significant bits
+    if abs(m) == 0.5 and (d > 0.0) != (r64 > 0.0):
+        spacing *= 0.5  # below a power of two the binary32 grid is twice as fine
+    if abs(d) * 2.0 == spacing and (t > 0.0) == (d > 0.0):
+        return np.float32(r64 + math.copysign(spacing, d))
+    return r
+
+
+@njit(cache=True, inline="always")
+def fma32(a, b, c):
+    """fma32(a, b, c) = round32(a * b + c), one rounding, FTZ (operands already DAZ-read)."""
+    p = np.float64(a) * np.float64(b)
+    s, t = two_sum(p, np.float64(c))
+    return round_ftz(s, t)
+
+
+@njit(cache=True, inline="always")
+def add32(x, y):
+    """add32(x, y) = round32(x + y), FTZ (operands already DAZ-read)."""
+    s, t = two_sum(np.float64(x), np.float64(y))
+    return round_ftz(s, t)

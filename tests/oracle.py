@@ -1,0 +1,62 @@
+"""An independent, exact oracle for one binary32 operation with DAZ/FTZ, by rational arithmetic.
+
+It shares no code with ``tilegemm.reference`` or ``kernels/exact.py``: values become
+``fractions.Fraction``, the exact result is rounded to a 24-bit significand with an unbounded
+exponent (ties to even), tininess is judged after that rounding, and overflow follows IEEE 754.
+Slow; meant for scalar cases.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+F32_MAX = Fraction(2) ** 128 - Fraction(2) ** 104
+
+
+def _read(x: float) -> float:
+    """DAZ: a binary32 denormal is read as a zero of its sign."""
+    x = float(np.float32(x))
+    if x != 0 and abs(x) < 2.0**-126:
+        return math.copysign(0.0, x)
+    return x
+
+
+def _round24(q: Fraction) -> Fraction:
+    """Round a non-zero rational to 24 significant bits, ties to even (unbounded exponent)."""
+    sign = -1 if q < 0 else 1
+    q = abs(q)
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    if Fraction(2) ** e > q:
+        e -= 1
+    # q in [2^e, 2^(e+1)): scale so that the significand is an integer with 24 bits.
+    scaled = q / Fraction(2) ** (e - 23)
+    n = math.floor(scaled)
+    rem = scaled - n
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
+        n += 1
+    return sign * n * Fraction(2) ** (e - 23)
+
+
+def exact_op(a: float, b: float, c: float, *, read_ab=True) -> np.float32:
+    """binary32 result of a * b + c (one rounding), DAZ on operands, FTZ on the result."""
+    if read_ab:
+        a, b = _read(a), _read(b)
+    c = _read(c)
+    vals = (a, b, c)
+    if any(math.isnan(v) or math.isinf(v) for v in vals):
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+    q = Fraction(a) * Fraction(b) + Fraction(c)
+    if q == 0:
+        prod_neg = (math.copysign(1, a) * math.copysign(1, b)) < 0
+        both_neg = prod_neg and math.copysign(1, c) < 0
+        return np.float32(-0.0 if both_neg else 0.0)
+    r = _round24(q)
+    if abs(r) < Fraction(2) ** -126:
+        return np.float32(-0.0 if r < 0 else 0.0)
+    if abs(r) > F32_MAX:
+        return np.float32(-np.inf if r < 0 else np.inf)
+    return np.float32(float(r))

@@ -175,11 +175,11 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         packed = _pack_elements(fmt, b_el)
 
     C = out if out is not None else np.empty(result_shape, fmt.out)
-    C3 = C.reshape((-1, M, N))
     if not accumulate:
-        C3[...] = 0
+        C[...] = 0
     if K == 0 or C.size == 0:
         return C  # no instruction runs: C stays as it was (accumulate) or +0
+    C3 = C.reshape((-1, M, N))
     if accumulate and fmt.is_float:
         np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (SEMANTICS.md)
 

@@ -86,7 +86,7 @@ class Format:
             # One rounding from the array's own precision (ml_dtypes and numpy both round float64
             # straight to the target, never through float32): SEMANTICS.md, "Inputs given in other
             # formats".
-            with np.errstate(over="ignore"):
+            with np.errstate(over="ignore", invalid="ignore"):
                 return x.astype(target)
         if kind not in "iu":
             raise TypeError(

@@ -1,0 +1,84 @@
+"""Conversions at the API boundary, exhaustively where the domain is small."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import assert_bits
+
+import tilegemm
+from tilegemm.formats import fp16_bits_to_f32, get_format
+
+ALL16 = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+
+
+def test_bf16_widening_all_patterns():
+    """All 65,536 BF16 patterns widen exactly; denormals read as signed zeros (DAZ)."""
+    bf = ALL16.view(ml_dtypes.bfloat16)
+    got = get_format("bf16").to_kernel(bf)
+    want = bf.astype(np.float32)  # ml_dtypes widening, exact
+    denormal = ((ALL16 & 0x7F80) == 0) & ((ALL16 & 0x7F) != 0)
+    want = np.where(denormal, np.copysign(np.float32(0), want), want).astype(np.float32)
+    assert denormal.sum() == 2 * 127
+    assert_bits(got, want, "bf16 -> f32")
+
+
+def test_fp16_widening_all_patterns_keeps_denormals():
+    got = fp16_bits_to_f32(ALL16)
+    want = ALL16.view(np.float16).astype(np.float32)
+    assert_bits(got, want, "fp16 -> f32")
+    assert got[1] == 2.0**-24  # smallest FP16 denormal survives
+
+
+def _f32_sample():
+    """Every exponent, both sides of every rounding boundary, ties, NaN and inf."""
+    exps = np.arange(256, dtype=np.uint32) << 23
+    lows = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x10000, 0x17FFF, 0x18000, 0x18001,
+                     0x7F7FFF, 0x7F8000, 0x7F8001, 0x7FFFFF], np.uint32)
+    rng = np.random.default_rng(7)
+    rand = rng.integers(0, 2**23, 64, dtype=np.uint32)
+    mant = np.concatenate([lows, rand])
+    bits = (exps[:, None] | mant[None, :]).ravel()
+    bits = np.concatenate([bits, bits | 0x80000000])
+    return bits.view(np.float32)
+
+
+def _rne_bf16_bits(x):
+    """Integer round-to-nearest-even of binary32 bits to BF16 (independent of ml_dtypes)."""
+    b = x.view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0) | ((b >> 16) & 0x8000).astype(np.uint16), r)
+
+
+def test_f32_to_bf16_rounding_dense_sample():
+    x = _f32_sample()
+    got = tilegemm.pack(x.reshape(-1, 1)).unpack().ravel()  # through the public conversion path
+    want = x.astype(ml_dtypes.bfloat16)
+    nan = np.isnan(x)
+    assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
+    assert np.array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    assert np.array_equal(got.view(np.uint16)[~nan], _rne_bf16_bits(x)[~nan])
+
+
+def test_float64_rounds_once():
+    # 1 + 2^-8 + 2^-40 rounds up in BF16; through float32 first it would tie down to 1.
+    x = np.array([[1 + 2.0**-8 + 2.0**-40]])
+    assert tilegemm.pack(x).unpack()[0, 0] == 1 + 2.0**-7
+    y = np.array([[1 + 2.0**-11 + 2.0**-40]])
+    assert tilegemm.pack(y, "fp16").unpack()[0, 0] == np.float16(1 + 2.0**-10)
+
+
+def test_fp16_overflow_gives_inf():
+    assert np.isinf(tilegemm.matmul([[1e6]], [[1.0]], "fp16")[0, 0])
+
+
+@pytest.mark.parametrize("dtype", ["s8s8", "s8u8", "u8s8", "u8u8"])
+def test_all_byte_products(dtype):
+    """All 256 x 256 byte products, through the kernels, for each signedness pair."""
+    fmt = get_format(dtype)
+    a = np.arange(256).astype(fmt.element).reshape(256, 1)
+    b = np.arange(256).astype(fmt.b_element).reshape(1, 256)
+    got = tilegemm.matmul(a, b, dtype)
+    want = (a.astype(np.int64) * b.astype(np.int64)).astype(np.int32)
+    assert_bits(got, want, dtype)

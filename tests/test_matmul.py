@@ -1,0 +1,170 @@
+"""The kernel tester: every dtype x tiling x thread count x float path against the reference."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+import pytest
+from cases import CASES
+from conftest import ALL_DTYPES, FLOAT_DTYPES, assert_bits, operands, reference_stack
+
+import tilegemm
+from tilegemm import dispatch
+from tilegemm.formats import get_format
+
+EDGES = (1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100)
+
+
+def _shape_sample(n=10, seed=1202):
+    """A seeded sample of (M, N, K) from the tile-edge sizes, odd K always included."""
+    rng = np.random.default_rng(seed)
+    shapes = [tuple(int(x) for x in rng.choice(EDGES, 3)) for _ in range(n)]
+    shapes += [(17, 33, 31), (33, 17, 65), (16, 16, 1)]  # odd K on both sides of a tile step
+    return shapes
+
+
+SHAPES = _shape_sample()
+
+
+@functools.lru_cache(maxsize=None)
+def _case(dtype, m, n, k, seed=0):
+    rng = np.random.default_rng([m, n, k, seed])
+    a, b = operands(dtype, (m, k), (k, n), rng)
+    return a, b, tilegemm.reference.matmul(a, b, dtype)
+
+
+def _combos():
+    """dtype x tiling x threads, and for the float dtypes both kernel paths."""
+    for dtype, tiling, threads in itertools.product(ALL_DTYPES, tilegemm.TILINGS, (1, 2)):
+        for path in ("fast", "exact") if dtype in FLOAT_DTYPES else ("int",):
+            yield dtype, tiling, threads, path
+
+
+@pytest.mark.parametrize("dtype,tiling,threads,path", list(_combos()))
+def test_edge_shapes(dtype, tiling, threads, path, monkeypatch):
+    if path == "exact":
+        monkeypatch.setattr(dispatch, "fast_path_ok", lambda *args: False)
+    for m, n, k in SHAPES:
+        a, b, want = _case(dtype, m, n, k)
+        got = tilegemm.matmul(a, b, dtype, tiling, threads=threads)
+        assert_bits(got, want, f"{dtype} {tiling} threads={threads} {path} M,N,K={m},{n},{k}")
+
+
+def test_random_normal_data_takes_the_fast_path(monkeypatch):
+    seen = []
+    real = dispatch.fast_path_ok
+    monkeypatch.setattr(dispatch, "fast_path_ok", lambda *a: seen.append(real(*a)) or seen[-1])
+    a, b, _ = _case("bf16", 33, 17, 65)
+    tilegemm.matmul(a, b)
+    assert seen == [True]
+    tilegemm.matmul(a * 2.0**-60, b * 2.0**-60)  # products near 2^-126: the proof fails
+    assert seen[-1] is False
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("tiling", tilegemm.TILINGS)
+def test_batched_broadcast_and_1d(dtype, tiling):
+    rng = np.random.default_rng(5)
+    a, b = operands(dtype, (3, 1, 17, 40), (2, 40, 33), rng)
+    assert_bits(tilegemm.matmul(a, b, dtype, tiling), reference_stack(a, b, dtype), "batched")
+    v, w = operands(dtype, (40,), (40,), rng)
+    mat = b[0]
+    assert tilegemm.matmul(v, mat, dtype, tiling).shape == np.matmul(v, mat).shape
+    assert_bits(tilegemm.matmul(v, mat, dtype, tiling), reference_stack(v[None], mat, dtype)[0], "vec @ mat")
+    assert_bits(tilegemm.matmul(a[0, 0], w, dtype, tiling),
+                reference_stack(a[0, 0], w[:, None], dtype)[:, 0], "mat @ vec")
+    assert tilegemm.matmul(v, w, dtype, tiling).shape == ()
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_strided_transposed_readonly_inputs_untouched(dtype):
+    rng = np.random.default_rng(9)
+    a, b = operands(dtype, (70, 90), (90, 50), rng)
+    at = np.asfortranarray(a)
+    bs = np.zeros((180, 100), b.dtype)
+    bs[::2, ::2] = b
+    bv = bs[::2, ::2]
+    at.flags.writeable = False
+    copies = at.copy(), bs.copy()
+    want = tilegemm.reference.matmul(a, b, dtype)
+    assert_bits(tilegemm.matmul(at, bv, dtype), want, "strided")
+    assert_bits(tilegemm.matmul(a.T.copy().T, b.T.copy().T, dtype), want, "transposed views")
+    assert np.array_equal(at, copies[0]) and np.array_equal(bs, copies[1])
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("tiling", tilegemm.TILINGS)
+def test_accumulate_chain_and_prepacked(dtype, tiling, path):
+    rng = np.random.default_rng(11)
+    a1, b1 = operands(dtype, (33, 47), (47, 18), rng)
+    a2, b2 = operands(dtype, (33, 20), (20, 18), rng)
+    want = tilegemm.reference.matmul(a1, b1, dtype)
+    want = tilegemm.reference.matmul(a2, b2, dtype, c=want)
+    out = np.empty((33, 18), get_format(dtype).out)
+    tilegemm.matmul(a1, tilegemm.pack(b1, dtype), tiling=tiling, out=out)
+    r = tilegemm.matmul(a2, tilegemm.pack(b2, dtype), tiling=tiling, out=out, accumulate=True)
+    assert r is out
+    assert_bits(out, want, "accumulate chain")
+
+
+@pytest.mark.parametrize("name,dtype,a,b,c,expected", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("tiling", tilegemm.TILINGS)
+def test_hand_worked_cases(name, dtype, a, b, c, expected, tiling, path):
+    fmt = get_format(dtype)
+    a = np.array(a)
+    b = np.array(b)
+    want = np.array(expected, fmt.out)
+    if c is None:
+        got = tilegemm.matmul(a, b, dtype, tiling)
+    else:
+        got = np.array(c, fmt.out)
+        tilegemm.matmul(a, b, dtype, tiling, out=got, accumulate=True)
+    assert_bits(got, want, name)
+    # The same case embedded in a larger GEMM, at a tile edge, with neighbours around it.
+    big_a = np.zeros((20, a.shape[1]), a.dtype)
+    big_b = np.zeros((b.shape[0], 35), b.dtype)
+    big_a[17] = a[0]
+    big_b[:, 33] = b[:, 0]
+    got = tilegemm.matmul(big_a, big_b, dtype, tiling)
+    assert_bits(got[17:18, 33:34], np.array(expected, fmt.out) if c is None else
+                tilegemm.reference.matmul(a, b, dtype), name + " (embedded)")
+
+
+def test_k_zero_and_empty():
+    a = np.ones((3, 0))
+    b = np.ones((0, 4))
+    assert_bits(tilegemm.matmul(a, b), np.zeros((3, 4), np.float32), "K = 0")
+    out = np.full((3, 4), np.float32(2.0**-130))  # a denormal: K = 0 runs no instruction
+    tilegemm.matmul(a, b, out=out, accumulate=True)
+    assert np.all(out == np.float32(2.0**-130))
+    assert tilegemm.matmul(np.ones((0, 5)), np.ones((5, 4))).shape == (0, 4)
+    assert tilegemm.matmul(np.ones((2, 5), np.int8), np.ones((5, 0), np.int8), "int8").shape == (2, 0)
+
+
+def test_int32_wraps_over_long_k():
+    k = 131_200  # 131,200 * 16,384 > 2^31
+    a = np.full((1, k), -128, np.int8)
+    b = np.full((k, 1), -128, np.int8)
+    total = k * 16384
+    want = np.array([[(total + 2**31) % 2**32 - 2**31]], np.int32)
+    assert_bits(tilegemm.matmul(a, b, "int8"), want, "wrap")
+    assert_bits(tilegemm.reference.matmul(a, b, "int8"), want, "reference wrap")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_special_values_random_mix(dtype, path):
+    """Random mixes of +-0, denormals, inf, NaN, huge and tiny values against the reference."""
+    rng = np.random.default_rng(3)
+    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0**-130, -(2.0**-133),
+                     2.0**-70, -(2.0**-64), 2.0**100, -(2.0**120), 3.0e38, 6.0e4, 2.0**-24, 2.0**-20])
+    for m, n, k in [(17, 18, 33), (5, 33, 64), (32, 32, 7)]:
+        a = rng.choice(pool, (m, k)) * rng.choice([1.0, 1.5, 0.75], (m, k))
+        b = rng.choice(pool, (k, n))
+        c = rng.choice(pool, (m, n)).astype(np.float32)
+        want = tilegemm.reference.matmul(a, b, dtype, c=c)
+        for tiling in tilegemm.TILINGS:
+            out = c.copy()
+            tilegemm.matmul(a, b, dtype, tiling, out=out, accumulate=True)
+            assert_bits(out, want, f"{dtype} {tiling} specials {m},{n},{k}")

@@ -1,14 +1,19 @@
 """tilegemm's compiled microkernels (installed as ``tilegemm.kernels``). Nothing else lives here.
 
-The contract every GEMM kernel follows (the framework in ``tilegemm/`` prepares the operands and
-looks the kernel up in ``tilegemm.dispatch``; a kernel never converts, packs or checks input):
+- ``gemm.py``: the tile loop (superblocks in ``prange``), shared by every instruction.
+- ``tiles.py``: one tile multiply per instruction family, chosen at compile time by operand type.
+- ``vector.py``: the register-blocked vector bodies, as explicit LLVM vector IR.
+- ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state.
 
-``kernel(A, B, C, ia, ib, k, rows, cols, variant)``
+The contract of ``gemm.gemm`` (the framework in ``tilegemm/`` prepares the operands and looks the
+kernel up in ``tilegemm.dispatch``; a kernel never converts, packs or checks input):
+
+``gemm(A, B, C, ia, ib, k, rows, cols, variant)``
 
 - ``A``: ``(nA, M, KB * k_step)`` C-contiguous, the kernel element type (exact float32 values, or
   int8/uint8), zero-padded along K.
-- ``B``: ``(nB, KB, NB, 16, 16, group)`` C-contiguous: the packed VNNI blocks in the same element
-  type (``tilegemm.PackedB.kernel_b``).
+- ``B``: ``(nB, KB, NB, 16, ...)`` C-contiguous (``tilegemm.PackedB.kernel_b``): for int8 the
+  packed VNNI bytes ``[quad][n][4]``; for floats exact float32 ``[pair][even/odd][n]``.
 - ``C``: ``(nC, M, N)`` C-contiguous float32/int32 holding the starting values (zeros, or the
   caller's C already read with DAZ). Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.
 - ``k``: the true K (the tail rule of SEMANTICS.md needs it).

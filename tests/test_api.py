@@ -203,14 +203,14 @@ def test_caller_ftz_daz_does_not_change_bits(force_exact, monkeypatch):
 # -- installation layout ---------------------------------------------------------------------
 
 def test_kernels_subpackage_resolves_into_kernels_folder(tmp_path):
-    code = ("import importlib.util, tilegemm.kernels.gemm_float as k; "
+    code = ("import importlib.util, tilegemm.kernels.gemm as k; "
             "print(k.__file__); print(importlib.util.find_spec('kernels'))")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
                          text=True, check=True).stdout.split("\n")
     path = os.path.normpath(out[0])
     assert os.path.basename(os.path.dirname(path)) == "kernels" or path.endswith(
-        os.path.join("tilegemm", "kernels", "gemm_float.py"))
+        os.path.join("tilegemm", "kernels", "gemm.py"))
     assert out[1] == "None"  # no top-level `kernels` package is installed
     assert importlib.util.find_spec("tilegemm.kernels") is not None
 
@@ -224,7 +224,7 @@ def test_regular_install_maps_kernels_into_the_package(tmp_path):
                     "-q", "-w", str(tmp_path)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("tilegemm-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "tilegemm/kernels/gemm_float.py" in names
+    assert "tilegemm/kernels/gemm.py" in names
     assert not any(n.startswith("kernels/") for n in names)
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),

@@ -36,15 +36,14 @@ class Kernel:
 
 
 def _build_table() -> dict[tuple[str, str, str], Kernel]:
-    from .kernels.gemm_float import gemm_float
-    from .kernels.gemm_int import gemm_int
+    from .kernels.gemm import gemm
 
     table = {}
     for name, fmt in FORMATS.items():
-        fn = gemm_float if fmt.is_float else gemm_int
+        body = "fp32fma" if fmt.is_float else "i8dot"
         for tiling in TILINGS:
             r, c = (int(x) for x in tiling.split("x"))
-            table[("amx", name, tiling)] = Kernel(f"{fn.__name__}_{tiling}", fn, r, c)
+            table[("amx", name, tiling)] = Kernel(f"gemm_{body}_{tiling}", gemm, r, c)
     return table
 
 

@@ -75,11 +75,18 @@ class PackedB:
         return np.ascontiguousarray(full[..., :K, :N])
 
     def kernel_b(self) -> np.ndarray:
-        """What the kernels read: the same layout in the kernel element type (cached)."""
+        """What the kernels read, ``(batch, KB, NB, 16, ...)`` (cached).
+
+        Integer kernels read the packed bytes themselves (``[quad][n][4]``). Float kernels read
+        exact float32 values with the pair split into planes, ``[pair][even/odd][n]``, so a
+        vector of 16 columns loads in one go (kernels/tiles.py).
+        """
         if self._kernel_b is None:
             el = self.elements()
             flat = el.reshape((-1,) + el.shape[-5:])
-            self._kernel_b = np.ascontiguousarray(self.format.to_kernel(flat))
+            if self.format.is_float:
+                flat = self.format.to_kernel(flat.swapaxes(-1, -2))
+            self._kernel_b = np.ascontiguousarray(flat)
         return self._kernel_b
 
 

@@ -1,0 +1,55 @@
+"""The tile loop shared by every AMX kernel: C superblocks in parallel, tile multiplies inside.
+
+One superblock (``rows`` x ``cols`` C tiles of 16 x 16: the seed's 1x1 or 2x2) is one ``prange``
+iteration, standing in for the seed's OpenMP loop. Inside it, K advances one full tile step at a
+time and each step issues the superblock's tile multiplies in the seed's order (C00, C01, C10,
+C11 for 2x2). Which tile multiply runs is chosen at compile time from the operand types
+(``tiles.tile_multiply``): float32 C for TDPBF16PS/TDPFP16PS, int32 C for TDPB*D.
+
+Operand layouts are the contract in ``kernels/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .tiles import TILE, tile_multiply
+
+
+@njit(cache=True, parallel=True)
+def gemm(A, B, C, ia, ib, k, rows, cols, variant):
+    nC, M, N = C.shape
+    Kp = A.shape[2]
+    KB, NB = B.shape[1], B.shape[2]
+    block = B.shape[3] * B.shape[4] * B.shape[5]  # elements of one kernel B block
+    k_step = Kp // KB
+    group = k_step // TILE  # K elements per VNNI group: 2 (pairs) or 4 (quads)
+    Af, Bf, Cf = A.reshape(A.size), B.reshape(B.size), C.reshape(C.size)
+    sm = -(-M // (TILE * rows))
+    sn = -(-N // (TILE * cols))
+    for job in prange(nC * sm * sn):
+        ci = job // (sm * sn)
+        bm = (job // sn) % sm
+        bn = job % sn
+        ai = ia[ci]
+        bi = ib[ci]
+        scratch = np.empty(TILE * TILE, C.dtype)
+        for kb in range(KB):
+            k0 = kb * k_step
+            # The tail rule (SEMANTICS.md): the last step runs ceil(remaining / group) groups.
+            ngroups = min(TILE, (k - k0 + group - 1) // group)
+            for r in range(rows):
+                m0 = (bm * rows + r) * TILE
+                if m0 >= M:
+                    break
+                mr = min(TILE, M - m0)
+                a_off = (ai * M + m0) * Kp + k0
+                for c in range(cols):
+                    n0 = (bn * cols + c) * TILE
+                    if n0 >= N:
+                        break
+                    b_off = ((bi * KB + kb) * NB + n0 // TILE) * block
+                    c_off = (ci * M + m0) * N + n0
+                    tile_multiply(Af, a_off, Kp, mr, ngroups, Bf, b_off, Cf, c_off, N,
+                                  min(TILE, N - n0), scratch, variant)

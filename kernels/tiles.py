@@ -1,0 +1,107 @@
+"""One tile multiply, for every AMX instruction: ``tile_multiply`` picks the body from the types.
+
+TDPB*D (int32 C): the vector body of ``vector.int_tile_rows``. Integer sums modulo 2^32 do not
+depend on their order, so one fast body is exact for every input; signedness comes from the
+operand arrays' dtypes (int8 or uint8), so it serves all four instructions.
+
+TDPBF16PS / TDPFP16PS (float32 C): both dtypes reach the kernels as exact float32 values (BF16 with DAZ already applied, FP16
+widened with its denormals kept), so one kernel serves both. Two variants of the tile multiply:
+
+- exact (variant 0): every operation through ``exact.fma32`` / ``exact.add32``; handles denormal
+  results (FTZ), overflowing products next to infinite sums, and the odd-K padded pair.
+- fast (variant 1): the explicit vector FMA chains of ``vector.float_tile_rows``. Used only after
+  the per-call range proof in ``tilegemm.dispatch.fast_path_ok`` (the "prove per call" option of
+  PERF-NOTES.md): all values are then multiples of a grid u >= 2^-126, so no result is tiny and
+  FTZ/DAZ never act, and no product overflows, so a fused and an unfused multiply-add give the
+  same bits. We chose the proof over setting MXCSR in worker threads because it needs no
+  per-thread state, cannot leak flags to the caller, and LLVM may move float operations across
+  an ``ldmxcsr`` it does not know to be a barrier. Under the proof a partial sum is never -0 (it
+  starts at +0 and no result flushes), so running the zero pairs that pad K to a whole tile step
+  changes no bit either.
+
+Operand layouts are the contract in ``kernels/__init__.py``; the kernel B block is
+``[pair][even/odd][n]`` float32 (512 values).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from .exact import add32, fma32
+from .vector import float_tile_rows, int_tile_rows
+
+TILE = 16
+_PAIRS = 16  # a full tile multiply: 16 rows of 64 bytes = 16 pairs along K
+_MR = 4  # rows per vector microkernel call: 16 ymm accumulators (e, o x 2 halves x 4 rows)
+
+_float_mr, _float_1 = float_tile_rows(_MR), float_tile_rows(1)
+_int_mr, _int_1 = int_tile_rows(_MR), int_tile_rows(1)
+
+
+def _vector_rows(body_mr, body_1):
+    """A tile multiply from a vector body: edge tiles (nc < 16) run on a 16-wide scratch copy."""
+
+    @njit(inline="always")
+    def tile(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch):
+        if nc < TILE:
+            for mm in range(mr):
+                for n in range(TILE):
+                    scratch[mm * TILE + n] = C[c_off + mm * ldc + n] if n < nc else 0
+            tgt, t_off, t_ld = scratch, 0, TILE
+        else:
+            tgt, t_off, t_ld = C, c_off, ldc
+        mm = 0
+        while mm + _MR <= mr:
+            body_mr(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld)
+            mm += _MR
+        while mm < mr:
+            body_1(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld)
+            mm += 1
+        if nc < TILE:
+            for mm in range(mr):
+                for n in range(nc):
+                    C[c_off + mm * ldc + n] = scratch[mm * TILE + n]
+
+    return tile
+
+
+_tile_fast_float = _vector_rows(_float_mr, _float_1)
+_tile_int = _vector_rows(_int_mr, _int_1)
+
+
+@njit(cache=True, inline="always")
+def _tile_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
+    """The SDM's loop, one rounded binary32 operation at a time."""
+    for mm in range(mr):
+        for n in range(nc):
+            e = np.float32(0.0)
+            o = np.float32(0.0)
+            for p in range(npairs):
+                a = a_off + mm * lda + 2 * p
+                e = fma32(A[a], B[b_off + p * 2 * TILE + n], e)
+                o = fma32(A[a + 1], B[b_off + p * 2 * TILE + TILE + n], o)
+            c = c_off + mm * ldc + n
+            C[c] = add32(C[c], add32(e, o))
+
+
+
+
+def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+    """``C[mr x nc] += A[mr x k_step] @ B-block``; resolved at compile time by C's dtype."""
+    raise NotImplementedError("only callable from compiled code")
+
+
+@overload(tile_multiply, inline="always")
+def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+    if isinstance(C.dtype, types.Integer):
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+            _tile_int(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+    else:
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+            if variant == 1:
+                _tile_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+            else:
+                _tile_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
+    return impl

@@ -1,0 +1,154 @@
+"""Register-blocked vector microkernels, emitted as explicit LLVM vector IR through Numba intrinsics.
+
+Why explicit IR: Numba leaves LLVM's SLP vectorizer off, and array accumulators cannot be kept in
+registers because Numba cannot mark arrays ``noalias`` (PERF-NOTES.md). Writing ``<8 x float>``
+values and ``llvm.fma.v8f32`` directly makes the vector code the definition, not a hope, on any
+target LLVM supports (AVX2 gives ymm FMAs; AVX-512 targets still get 256-bit ones).
+
+``float_tile_rows(mr)``: one full tile multiply (16 pairs along K) for ``mr`` rows x 16 columns of
+C, the fast variant of TDPBF16PS / TDPFP16PS. The kernel B layout is ``[pair][even/odd][n]`` so
+each pair needs one broadcast of the even and one of the odd A element per row, and the partial
+sums of the even and odd elements live in separate registers, exactly the ``e``/``o`` of the SDM.
+Only valid where the fast-path proof holds (see ``tiles.py``).
+
+``int_tile_rows(mr)``: TDPB*D for ``mr`` rows x 16 columns, straight from the packed bytes: byte
+pairs widened, multiplied and summed into int32 lanes in the form LLVM lowers to ``vpmaddwd``
+(extend, multiply, add even and odd lanes), then added with wraparound. Integer sums do not depend on order, so this regrouping
+keeps the bits.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+_F32 = ir.FloatType()
+_V8F = ir.VectorType(_F32, 8)
+_V8I = ir.VectorType(_I32, 8)
+_V16I = ir.VectorType(_I32, 16)
+_PAIRS = 16  # pairs (float) or quads (int) in one full tile multiply
+
+
+def _const(n):
+    return ir.Constant(_I64, n)
+
+
+def _ptr(builder, base, offset, vector_type=None):
+    p = builder.gep(base, [offset])
+    return builder.bitcast(p, vector_type.as_pointer()) if vector_type is not None else p
+
+
+def _splat(builder, scalar, vtype):
+    undef = ir.Constant(vtype, ir.Undefined)
+    v = builder.insert_element(undef, scalar, ir.Constant(_I32, 0))
+    mask = ir.Constant(ir.VectorType(_I32, vtype.count), [0] * vtype.count)
+    return builder.shuffle_vector(v, undef, mask)
+
+
+def _fma(builder, a, b, c):
+    fnty = ir.FunctionType(_V8F, [_V8F, _V8F, _V8F])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.fma.v8f32")
+    return builder.call(fn, [a, b, c])
+
+
+def _data(context, builder, arrtype, arr):
+    return context.make_array(arrtype)(context, builder, arr).data
+
+
+def float_tile_rows(mr: int):
+    """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc)``: ``C[mr x 16] += tile multiply``.
+
+    ``A`` float32 (row ``r`` of the step at flat index ``a_off + r*lda``, 32 K values), ``B`` the
+    kernel-layout float32 block at ``b_off`` (16 pairs x [even 16 | odd 16]), ``C`` float32 rows at
+    ``c_off + r*ldc``. Per C element: ``e``/``o`` start at +0, 16 FMAs each, then ``C + (e + o)``.
+    """
+
+    @intrinsic
+    def tile(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc):
+        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc)
+
+        def codegen(context, builder, signature, args):
+            A_, a_off_, lda_, B_, b_off_, C_, c_off_, ldc_ = args
+            ap = _data(context, builder, signature.args[0], A_)
+            bp = _data(context, builder, signature.args[3], B_)
+            cp = _data(context, builder, signature.args[5], C_)
+            zero = ir.Constant(_V8F, [0.0] * 8)
+            # acc[r][v]: v = 0, 1 even sums of columns 0-7, 8-15; v = 2, 3 odd sums.
+            acc = [[zero] * 4 for _ in range(mr)]
+            rows = [builder.add(a_off_, builder.mul(lda_, _const(r))) for r in range(mr)]
+            for p in range(_PAIRS):
+                bv = [builder.load(_ptr(builder, bp, builder.add(b_off_, _const(32 * p + 8 * v)), _V8F),
+                                   align=4) for v in range(4)]
+                for r in range(mr):
+                    ae = builder.load(_ptr(builder, ap, builder.add(rows[r], _const(2 * p))))
+                    ao = builder.load(_ptr(builder, ap, builder.add(rows[r], _const(2 * p + 1))))
+                    se, so = _splat(builder, ae, _V8F), _splat(builder, ao, _V8F)
+                    acc[r] = [_fma(builder, se, bv[0], acc[r][0]), _fma(builder, se, bv[1], acc[r][1]),
+                              _fma(builder, so, bv[2], acc[r][2]), _fma(builder, so, bv[3], acc[r][3])]
+            for r in range(mr):
+                crow = builder.add(c_off_, builder.mul(ldc_, _const(r)))
+                for h in range(2):
+                    cptr = _ptr(builder, cp, builder.add(crow, _const(8 * h)), _V8F)
+                    s = builder.fadd(acc[r][h], acc[r][2 + h])  # add32(e, o)
+                    builder.store(builder.fadd(builder.load(cptr, align=4), s), cptr, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+def int_tile_rows(mr: int):
+    """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc)`` for TDPB*D, ``mr`` rows x 16.
+
+    ``A`` int8/uint8 (the 64 K values of the step at ``a_off + r*lda``), ``B`` the packed VNNI block
+    (int8/uint8, ``[quad][n][4]``, 1 KiB) at ``b_off``, ``C`` int32 rows at ``c_off + r*ldc``.
+    Each operand is sign- or zero-extended as its dtype says (the S/U letters of the instruction).
+    """
+
+    @intrinsic
+    def tile(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc):
+        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc)
+
+        def codegen(context, builder, signature, args):
+            A_, a_off_, lda_, B_, b_off_, C_, c_off_, ldc_ = args
+            a_ext = builder.sext if signature.args[0].dtype.signed else builder.zext
+            b_ext = builder.sext if signature.args[3].dtype.signed else builder.zext
+            ap = _data(context, builder, signature.args[0], A_)
+            bp = _data(context, builder, signature.args[3], B_)
+            cp = _data(context, builder, signature.args[5], C_)
+            v16b = ir.VectorType(ir.IntType(8), 16)
+            v4i = ir.VectorType(_I32, 4)
+            zero = ir.Constant(_V8I, [0] * 8)
+            # acc[r][v]: columns 4v .. 4v+3, each as two lanes (bytes j = 0,1 and j = 2,3).
+            acc = [[zero] * 4 for _ in range(mr)]
+            even = ir.Constant(_V8I, list(range(0, 16, 2)))
+            odd = ir.Constant(_V8I, list(range(1, 16, 2)))
+            rows = [builder.add(a_off_, builder.mul(lda_, _const(r))) for r in range(mr)]
+            for q in range(_PAIRS):
+                bv = [b_ext(builder.load(_ptr(builder, bp, builder.add(b_off_, _const(64 * q + 16 * v)), v16b),
+                                         align=1), _V16I) for v in range(4)]
+                for r in range(mr):
+                    quad = builder.load(_ptr(builder, ap, builder.add(rows[r], _const(4 * q)), _I32), align=1)
+                    av = a_ext(builder.bitcast(_splat(builder, quad, v4i), v16b), _V16I)
+                    for v in range(4):
+                        prod = builder.mul(av, bv[v])
+                        s = builder.add(builder.shuffle_vector(prod, prod, even),
+                                        builder.shuffle_vector(prod, prod, odd))
+                        acc[r][v] = builder.add(acc[r][v], s)
+            for r in range(mr):
+                crow = builder.add(c_off_, builder.mul(ldc_, _const(r)))
+                for half in range(2):
+                    lo, hi = acc[r][2 * half], acc[r][2 * half + 1]
+                    cols = builder.add(builder.shuffle_vector(lo, hi, even), builder.shuffle_vector(lo, hi, odd))
+                    cptr = _ptr(builder, cp, builder.add(crow, _const(8 * half)), _V8I)
+                    builder.store(builder.add(builder.load(cptr, align=4), cols), cptr, align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile

@@ -20,10 +20,9 @@ from .tiles import TILE, tile_multiply
 @njit(cache=True, parallel=True)
 def gemm(A, B, C, ia, ib, k, rows, cols, variant):
     nC, M, N = C.shape
-    Kp = A.shape[2]
-    KB, NB = B.shape[1], B.shape[2]
+    MT, KB, NB = A.shape[1], B.shape[1], B.shape[2]
     block = B.shape[3] * B.shape[4] * B.shape[5]  # elements of one kernel B block
-    k_step = Kp // KB
+    k_step = A.shape[4]
     group = k_step // TILE  # K elements per VNNI group: 2 (pairs) or 4 (quads)
     Af, Bf, Cf = A.reshape(A.size), B.reshape(B.size), C.reshape(C.size)
     sm = -(-M // (TILE * rows))
@@ -44,12 +43,12 @@ def gemm(A, B, C, ia, ib, k, rows, cols, variant):
                 if m0 >= M:
                     break
                 mr = min(TILE, M - m0)
-                a_off = (ai * M + m0) * Kp + k0
+                a_off = ((ai * MT + m0 // TILE) * KB + kb) * TILE * k_step  # A panel: 16 x k_step
                 for c in range(cols):
                     n0 = (bn * cols + c) * TILE
                     if n0 >= N:
                         break
                     b_off = ((bi * KB + kb) * NB + n0 // TILE) * block
                     c_off = (ci * M + m0) * N + n0
-                    tile_multiply(Af, a_off, Kp, mr, ngroups, Bf, b_off, Cf, c_off, N,
+                    tile_multiply(Af, a_off, k_step, mr, ngroups, Bf, b_off, Cf, c_off, N,
                                   min(TILE, N - n0), scratch, variant)

@@ -30,13 +30,14 @@ from numba import njit, types
 from numba.extending import overload
 
 from .exact import add32, fma32
-from .vector import float_tile_rows, int_tile_rows
+from .vector import float_tile_rows, int_tile_rows, preferred_width
 
 TILE = 16
 _PAIRS = 16  # a full tile multiply: 16 rows of 64 bytes = 16 pairs along K
-_MR = 4  # rows per vector microkernel call: 16 ymm accumulators (e, o x 2 halves x 4 rows)
+_MR = 4  # rows per vector body: 4 rows x (e, o) x 16 columns = 8 zmm or 16 ymm accumulators
+_WIDTH = preferred_width()
 
-_float_mr, _float_1 = float_tile_rows(_MR), float_tile_rows(1)
+_float_mr, _float_1 = float_tile_rows(_MR, _WIDTH), float_tile_rows(1, _WIDTH)
 _int_mr, _int_1 = int_tile_rows(_MR), int_tile_rows(1)
 
 

@@ -8,7 +8,8 @@ import pytest
 from conftest import assert_bits
 
 import tilegemm
-from tilegemm.formats import fp16_bits_to_f32, get_format
+from tilegemm.convert import f32_to_bf16, fp16_to_f32
+from tilegemm.formats import get_format
 
 ALL16 = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
 
@@ -25,7 +26,7 @@ def test_bf16_widening_all_patterns():
 
 
 def test_fp16_widening_all_patterns_keeps_denormals():
-    got = fp16_bits_to_f32(ALL16)
+    got = fp16_to_f32(ALL16).view(np.float32)
     want = ALL16.view(np.float16).astype(np.float32)
     assert_bits(got, want, "fp16 -> f32")
     assert got[1] == 2.0**-24  # smallest FP16 denormal survives
@@ -59,6 +60,10 @@ def test_f32_to_bf16_rounding_dense_sample():
     assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
     assert np.array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
     assert np.array_equal(got.view(np.uint16)[~nan], _rne_bf16_bits(x)[~nan])
+    # The compiled rounding that matmul uses for float32 inputs, against the same two.
+    fast = f32_to_bf16(x.view(np.uint32))
+    assert np.array_equal(np.isnan(fast.view(ml_dtypes.bfloat16).astype(np.float32)), nan)
+    assert np.array_equal(fast[~nan], want.view(np.uint16)[~nan])
 
 
 def test_float64_rounds_once():

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
-from . import dispatch
+from . import convert, dispatch
 from .formats import Format, daz, get_format
 from .packing import PackedB, _pack_elements
 
@@ -164,7 +164,9 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     b_shape = packed.shape if packed is not None else b_arr.shape
     a2, b2, batch, M, K, N, result_shape = _matmul_shapes(a.shape, b_shape)
 
-    a_el = fmt.to_element(a, "a").reshape(a2)
+    # float32 to BF16 is rounded inside the compiled panel pass; everything else converts here.
+    fast_f32 = fmt.name == "bf16" and a.dtype == np.float32
+    a_el = a.reshape(a2) if fast_f32 else fmt.to_element(a, "a").reshape(a2)
     if packed is None:
         b_el = fmt.to_element(b_arr, "b", b_side=True).reshape(b2)
     if out is not None:
@@ -184,9 +186,21 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (SEMANTICS.md)
 
     a_batch = a2[:-2]
-    A = np.zeros((int(np.prod(a_batch, dtype=np.int64)), M, packed.data.shape[-4] * fmt.k_step),
-                 fmt.kernel_element)
-    A[:, :, :K] = fmt.to_kernel(a_el.reshape(-1, M, K))
+    nA = int(np.prod(a_batch, dtype=np.int64))
+    panels = (nA, -(-M // 16), packed.data.shape[-4], 16, fmt.k_step)
+    a_range = None
+    if fmt.is_float:
+        A = np.zeros(panels, np.uint32)
+        if fast_f32:  # float32 -> BF16 rounding fused into the panel pass
+            a_range = convert.pack_a_float(a.view(np.uint32).reshape(nA, M, K), convert.MODE_F32_TO_BF16, A)
+        else:
+            mode = convert.MODE_BF16 if fmt.name == "bf16" else convert.MODE_FP16
+            a_range = convert.pack_a_float(a_el.view(np.uint16).reshape(nA, M, K), mode, A)
+        A = A.view(np.float32)
+        a_range = None if a_range[0] > a_range[1] else a_range
+    else:
+        A = np.zeros(panels, fmt.element)
+        convert.pack_a_int(a_el.reshape(nA, M, K), A)
     B = packed.kernel_b()
     ia = _batch_index(a_batch, batch)
     ib = _batch_index(b2[:-2], batch)
@@ -196,7 +210,7 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         c_range = dispatch.exponent_range(C3) if accumulate else None
         if packed._stats is None:
             packed._stats = dispatch.exponent_range(B)
-        variant = int(dispatch.fast_path_ok(fmt, dispatch.exponent_range(A), packed._stats, c_range))
+        variant = int(dispatch.fast_path_ok(fmt, a_range, packed._stats, c_range))
 
     with _LAUNCH, _numba_threads(threads):
         kernel.fn(A, B, C3, ia, ib, K, kernel.rows, kernel.cols, variant)

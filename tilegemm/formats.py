@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from .convert import bf16_to_f32_daz, fp16_to_f32
+
 __all__ = ["Format", "FORMATS", "DTYPES", "get_format", "daz"]
 
 _BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -109,9 +111,9 @@ class Format:
             return x
         if x.dtype == _BF16:
             # Exact widening, then DAZ: a BF16 denormal input is read as a zero of its sign.
-            return daz((x.view(np.uint16).astype(np.uint32) << 16).view(np.float32))
+            return bf16_to_f32_daz(x.view(np.uint16)).view(np.float32)
         # FP16 -> FP32 is exact and keeps FP16 denormals (they are normal in binary32).
-        return fp16_bits_to_f32(x.view(np.uint16))
+        return fp16_to_f32(x.view(np.uint16)).view(np.float32)
 
 
 def daz(x: np.ndarray) -> np.ndarray:
@@ -119,34 +121,6 @@ def daz(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     bits = x.view(np.uint32)
     return np.where((bits & 0x7F800000) == 0, bits & 0x80000000, bits).astype(np.uint32).view(np.float32)
-
-
-def fp16_bits_to_f32(h: np.ndarray) -> np.ndarray:
-    """Exact binary16 -> binary32 by integer arithmetic on the bits.
-
-    Written without floating-point instructions so that no caller's MXCSR.DAZ can flush an FP16
-    denormal on the way (TDPFP16PS keeps them).
-    """
-    h = h.astype(np.uint32)
-    sign = (h & 0x8000) << 16
-    exp = (h >> 10) & 0x1F
-    man = h & 0x3FF
-    out = np.empty(h.shape, np.uint32)
-    normal = (exp != 0) & (exp != 31)
-    out[normal] = sign[normal] | ((exp[normal] + 112) << 23) | (man[normal] << 13)
-    special = exp == 31
-    out[special] = sign[special] | 0x7F800000 | (man[special] << 13)
-    zero = (exp == 0) & (man == 0)
-    out[zero] = sign[zero]
-    sub = (exp == 0) & (man != 0)
-    if sub.any():
-        m = man[sub]
-        # value = m * 2^-24; normalise: the top set bit of m is at position p (0..9).
-        p = np.floor(np.log2(m.astype(np.float64))).astype(np.uint32)  # exact for m < 2^10
-        e32 = p + (127 - 24)
-        frac = (m << (23 - p)) & 0x7FFFFF
-        out[sub] = sign[sub] | (e32 << 23) | frac
-    return out.view(np.float32)
 
 
 def _int(name: str, instr: str, a: type, b: type) -> Format:

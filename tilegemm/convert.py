@@ -1,0 +1,109 @@
+"""Compiled element conversions, and A laid out as tile panels in one pass.
+
+Every conversion works on bit patterns with integer instructions, so the caller's MXCSR (DAZ in
+particular) cannot change a value on the way (SEMANTICS.md: FP16 denormal inputs are kept). Each
+rule is written once, as a Numba ufunc usable from NumPy and from compiled code alike:
+
+- ``f32_to_bf16``: binary32 -> BF16, round to nearest even, as ``ml_dtypes.bfloat16`` does.
+- ``bf16_to_f32_daz``: BF16 -> binary32, exact, with a denormal read as a zero of its sign (DAZ).
+- ``fp16_to_f32``: binary16 -> binary32, exact, denormals kept (they are normal in binary32).
+
+``pack_a_float`` / ``pack_a_int`` write A into the kernels' panel layout
+``(nA, M_tiles, K_steps, 16, k_step)`` (one contiguous tile of A per 16 rows and K step, as a
+``TILELOADD`` of A would see it; zero padding already in place) and, for floats, return the
+exponent range the fast-path proof needs, in the same pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, vectorize
+
+__all__ = ["f32_to_bf16", "bf16_to_f32_daz", "fp16_to_f32", "pack_a_float", "pack_a_int",
+           "MODE_F32_TO_BF16", "MODE_BF16", "MODE_FP16"]
+
+MODE_F32_TO_BF16, MODE_BF16, MODE_FP16 = 0, 1, 2
+
+
+@vectorize(["uint16(uint32)"], cache=True)
+def f32_to_bf16(bits):
+    """binary32 bits -> BF16 bits, RNE; NaN stays a (quiet) NaN of the same sign."""
+    if (bits & 0x7F800000) == 0x7F800000 and (bits & 0x007FFFFF) != 0:
+        return np.uint16(((bits >> 16) & 0x8000) | 0x7FC0)
+    return np.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+
+
+@vectorize(["uint32(uint16)"], cache=True)
+def bf16_to_f32_daz(h):
+    """BF16 bits -> binary32 bits, exact; a BF16 denormal becomes a zero of its sign."""
+    b = np.uint32(h) << 16
+    if (b & 0x7F800000) == 0:
+        return b & 0x80000000
+    return b
+
+
+@vectorize(["uint32(uint16)"], cache=True)
+def fp16_to_f32(h):
+    """binary16 bits -> binary32 bits, exact, denormals kept."""
+    h32 = np.uint32(h)
+    sign = (h32 & 0x8000) << 16
+    exp = (h32 >> 10) & 0x1F
+    man = h32 & 0x3FF
+    if exp == 0x1F:
+        return sign | 0x7F800000 | (man << 13)
+    if exp != 0:
+        return sign | ((exp + 112) << 23) | (man << 13)
+    if man == 0:
+        return sign
+    e = np.uint32(113)  # value = man * 2^-24: normalise the top set bit into the hidden bit
+    while (man & 0x400) == 0:
+        man <<= 1
+        e -= 1
+    return sign | (e << 23) | ((man & 0x3FF) << 13)
+
+
+@njit(cache=True, parallel=True)
+def pack_a_float(src, mode, dst):
+    """src (nA, M, K) bits (uint32 binary32 for MODE_F32_TO_BF16, else uint16) -> dst panels.
+
+    ``dst`` is uint32 (the float32 bits) of shape (nA, MT, KB, 16, k_step), zero-filled. Returns
+    the smallest and largest unbiased exponent of the non-zero finite values (min > max: none).
+    """
+    nA, M, K = src.shape
+    k_step = dst.shape[4]
+    lo = np.full(nA * M, 255, np.int32)
+    hi = np.zeros(nA * M, np.int32)
+    for row in prange(nA * M):
+        a = row // M
+        m = row % M
+        mt = m // 16
+        mm = m % 16
+        rlo, rhi = 255, 0
+        for kk in range(K):
+            x = src[a, m, kk]
+            if mode == MODE_F32_TO_BF16:
+                v = bf16_to_f32_daz(f32_to_bf16(np.uint32(x)))
+            elif mode == MODE_BF16:
+                v = bf16_to_f32_daz(np.uint16(x))
+            else:
+                v = fp16_to_f32(np.uint16(x))
+            dst[a, mt, kk // k_step, mm, kk % k_step] = v
+            e = np.int32((v >> 23) & 0xFF)
+            if e != 0 and e != 255:
+                rlo = min(rlo, e)
+                rhi = max(rhi, e)
+        lo[row] = rlo
+        hi[row] = rhi
+    return lo.min() - 127, hi.max() - 127
+
+
+@njit(cache=True, parallel=True)
+def pack_a_int(src, dst):
+    """src (nA, M, K) int8/uint8 -> dst panels (nA, MT, KB, 16, 64), zero-filled."""
+    nA, M, K = src.shape
+    k_step = dst.shape[4]
+    for row in prange(nA * M):
+        a = row // M
+        m = row % M
+        for kk in range(K):
+            dst[a, m // 16, kk // k_step, m % 16, kk % k_step] = src[a, m, kk]

@@ -4,6 +4,11 @@ TDPB*D (int32 C): the vector body of ``vector.int_tile_rows``. Integer sums modu
 depend on their order, so one fast body is exact for every input; signedness comes from the
 operand arrays' dtypes (int8 or uint8), so it serves all four instructions.
 
+VDPBF16PS (float32 C, ``isa="avx512"``): the seed's AVX-512 BF16 baseline, on the same operand
+layouts: one accumulator per C element, odd product first (SEMANTICS.md, "VDPBF16PS"). Its fast
+variant rests on the same proof as TDPBF16PS's; a partial sum can be -0 here (the caller's C
+may be), so the last K step runs exactly its ceil(remaining / 2) pairs, never padding pairs.
+
 TDPBF16PS / TDPFP16PS (float32 C): both dtypes reach the kernels as exact float32 values (BF16 with DAZ already applied, FP16
 widened with its denormals kept), so one kernel serves both. Two variants of the tile multiply:
 
@@ -30,37 +35,35 @@ from numba import njit, types
 from numba.extending import overload
 
 from .exact import add32, fma32
-from .vector import float_tile_rows, int_tile_rows, preferred_width
+from .vector import float_dot_rows, float_tile_rows, int_tile_rows, preferred_width
 
 TILE = 16
 _PAIRS = 16  # a full tile multiply: 16 rows of 64 bytes = 16 pairs along K
 _MR = 4  # rows per vector body: 4 rows x (e, o) x 16 columns = 8 zmm or 16 ymm accumulators
 _WIDTH = preferred_width()
 
-_float_mr, _float_1 = float_tile_rows(_MR, _WIDTH), float_tile_rows(1, _WIDTH)
-_int_mr, _int_1 = int_tile_rows(_MR), int_tile_rows(1)
 
 
-def _vector_rows(body_mr, body_1):
-    """A tile multiply from a vector body: edge tiles (nc < 16) run on a 16-wide scratch copy."""
+def _vector_rows(body):
+    """A tile multiply from a 4-row vector body, always over the A panel's 16 rows.
+
+    A panels are zero-padded to 16 rows, so a partial tile (mr < 16 or nc < 16) runs in full on
+    a 16 x 16 scratch copy of its C block; only the real rows and columns are copied back.
+    """
 
     @njit(inline="always")
     def tile(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch):
-        if nc < TILE:
-            for mm in range(mr):
+        partial = mr < TILE or nc < TILE
+        if partial:
+            for mm in range(TILE):
                 for n in range(TILE):
-                    scratch[mm * TILE + n] = C[c_off + mm * ldc + n] if n < nc else 0
+                    scratch[mm * TILE + n] = C[c_off + mm * ldc + n] if mm < mr and n < nc else 0
             tgt, t_off, t_ld = scratch, 0, TILE
         else:
             tgt, t_off, t_ld = C, c_off, ldc
-        mm = 0
-        while mm + _MR <= mr:
-            body_mr(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld)
-            mm += _MR
-        while mm < mr:
-            body_1(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld)
-            mm += 1
-        if nc < TILE:
+        for mm in range(0, TILE, _MR):
+            body(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld)
+        if partial:
             for mm in range(mr):
                 for n in range(nc):
                     C[c_off + mm * ldc + n] = scratch[mm * TILE + n]
@@ -68,8 +71,13 @@ def _vector_rows(body_mr, body_1):
     return tile
 
 
-_tile_fast_float = _vector_rows(_float_mr, _float_1)
-_tile_int = _vector_rows(_int_mr, _int_1)
+_tile_fast_float = _vector_rows(float_tile_rows(_MR, _WIDTH))
+_tile_int = _vector_rows(int_tile_rows(_MR))
+_dot_fast_float = _vector_rows(float_dot_rows(_MR, _WIDTH))
+_dot_fast_pair = _vector_rows(float_dot_rows(_MR, _WIDTH, 1))
+
+# Variants of the float tile multiply (``variant`` in the kernel contract).
+AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3
 
 
 @njit(cache=True, inline="always")
@@ -89,6 +97,20 @@ def _tile_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
 
 
 
+@njit(cache=True, inline="always")
+def _dot_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
+    """VDPBF16PS, one rounded binary32 operation at a time: odd product first, then even."""
+    for mm in range(mr):
+        for n in range(nc):
+            c = c_off + mm * ldc + n
+            acc = C[c]
+            for p in range(npairs):
+                a = a_off + mm * lda + 2 * p
+                acc = fma32(A[a + 1], B[b_off + p * 2 * TILE + TILE + n], acc)
+                acc = fma32(A[a], B[b_off + p * 2 * TILE + n], acc)
+            C[c] = acc
+
+
 def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
     """``C[mr x nc] += A[mr x k_step] @ B-block``; resolved at compile time by C's dtype."""
     raise NotImplementedError("only callable from compiled code")
@@ -101,8 +123,17 @@ def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scra
             _tile_int(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
     else:
         def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
-            if variant == 1:
+            if variant == AMX_FAST:
                 _tile_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
-            else:
+            elif variant == AMX_EXACT:
                 _tile_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
+            elif variant == AVX512_FAST:
+                if ngroups == _PAIRS:
+                    _dot_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+                else:  # the last K step runs exactly ceil(remaining / 2) pairs, one at a time
+                    for p in range(ngroups):
+                        _dot_fast_pair(A, a_off + 2 * p, lda, mr, B, b_off + 2 * TILE * p, C, c_off, ldc,
+                                       nc, scratch)
+            else:
+                _dot_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
     return impl

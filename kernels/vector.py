@@ -121,6 +121,50 @@ def float_tile_rows(mr: int, width: int = 8):
     return tile
 
 
+def float_dot_rows(mr: int, width: int = 8, pairs: int = _PAIRS):
+    """Intrinsic ``dot(A, a_off, lda, B, b_off, C, c_off, ldc)``: ``pairs`` VDPBF16PS steps.
+
+    The seed's AVX-512 BF16 loop: each C element is one accumulator (loaded from C, stored back),
+    and every pair applies ``fma(a_odd, b_odd, acc)`` then ``fma(a_even, b_even, acc)`` with the
+    A elements broadcast across the 16 columns. Same operand layouts as ``float_tile_rows``.
+    """
+    vt = ir.VectorType(_F32, width)
+    parts = _TILE // width
+
+    @intrinsic
+    def dot(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc):
+        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc)
+
+        def codegen(context, builder, signature, args):
+            A_, a_off_, lda_, B_, b_off_, C_, c_off_, ldc_ = args
+            ap = _data(context, builder, signature.args[0], A_)
+            bp = _data(context, builder, signature.args[3], B_)
+            cp = _data(context, builder, signature.args[5], C_)
+            fma = _fma_fn(builder, vt)
+            rows = [builder.add(a_off_, builder.mul(lda_, _const(r))) for r in range(mr)]
+            cptr = [[_ptr(builder, cp, builder.add(builder.add(c_off_, builder.mul(ldc_, _const(r))),
+                                                   _const(width * v)), vt) for v in range(parts)]
+                    for r in range(mr)]
+            acc = [[builder.load(cptr[r][v], align=4) for v in range(parts)] for r in range(mr)]
+            for p in range(pairs):
+                bv = [[builder.load(_ptr(builder, bp, builder.add(b_off_, _const(2 * _TILE * p + _TILE * j
+                                                                                    + width * v)), vt),
+                                    align=4) for v in range(parts)] for j in range(2)]
+                for r in range(mr):
+                    for j in (1, 0):  # the odd (high) element first
+                        a = builder.load(_ptr(builder, ap, builder.add(rows[r], _const(2 * p + j))))
+                        sa = _splat(builder, a, vt)
+                        acc[r] = [builder.call(fma, [sa, bv[j][v], acc[r][v]]) for v in range(parts)]
+            for r in range(mr):
+                for v in range(parts):
+                    builder.store(acc[r][v], cptr[r][v], align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return dot
+
+
 def int_tile_rows(mr: int):
     """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc)`` for TDPB*D, ``mr`` rows x 16.
 

@@ -29,27 +29,70 @@ SHAPES = _shape_sample()
 
 
 @functools.lru_cache(maxsize=None)
-def _case(dtype, m, n, k, seed=0):
-    rng = np.random.default_rng([m, n, k, seed])
+def _case(dtype, m, n, k, isa="amx"):
+    rng = np.random.default_rng([m, n, k])
     a, b = operands(dtype, (m, k), (k, n), rng)
-    return a, b, tilegemm.reference.matmul(a, b, dtype)
+    return a, b, tilegemm.reference.matmul(a, b, dtype, isa=isa)
 
 
 def _combos():
-    """dtype x tiling x threads, and for the float dtypes both kernel paths."""
+    """isa x dtype x tiling x threads, and for the float dtypes both kernel paths."""
     for dtype, tiling, threads in itertools.product(ALL_DTYPES, tilegemm.TILINGS, (1, 2)):
         for path in ("fast", "exact") if dtype in FLOAT_DTYPES else ("int",):
-            yield dtype, tiling, threads, path
+            yield "amx", dtype, tiling, threads, path
+            if dtype == "bf16":
+                yield "avx512", dtype, tiling, threads, path
 
 
-@pytest.mark.parametrize("dtype,tiling,threads,path", list(_combos()))
-def test_edge_shapes(dtype, tiling, threads, path, monkeypatch):
+@pytest.mark.parametrize("isa,dtype,tiling,threads,path", list(_combos()))
+def test_edge_shapes(isa, dtype, tiling, threads, path, monkeypatch):
     if path == "exact":
         monkeypatch.setattr(dispatch, "fast_path_ok", lambda *args: False)
     for m, n, k in SHAPES:
-        a, b, want = _case(dtype, m, n, k)
-        got = tilegemm.matmul(a, b, dtype, tiling, threads=threads)
-        assert_bits(got, want, f"{dtype} {tiling} threads={threads} {path} M,N,K={m},{n},{k}")
+        a, b, want = _case(dtype, m, n, k, isa)
+        got = tilegemm.matmul(a, b, dtype, tiling, threads=threads, isa=isa)
+        assert_bits(got, want, f"{isa} {dtype} {tiling} threads={threads} {path} M,N,K={m},{n},{k}")
+
+
+@pytest.mark.parametrize("tiling", tilegemm.TILINGS)
+def test_avx512_differs_from_amx_where_the_sdm_says(tiling, path):
+    # a = [1, 2^24, 1, -2^24], b = 1: VDPBF16PS (odd first) 2^24, +1 ties to 2^24, -2^24, +1 -> 1;
+    # TDPBF16PS: e = 1 + 1 = 2, o = 2^24 - 2^24 = 0 -> 2. Also the -0 rule: a caller's C = -0 with
+    # products of -0 stays -0 through VDPBF16PS unless an odd K pads a +0 pair in.
+    a = np.array([[1.0, 2.0**24, 1.0, -(2.0**24)]])
+    b = np.ones((4, 1))
+    assert tilegemm.matmul(a, b, tiling=tiling, isa="avx512")[0, 0] == 1.0
+    assert tilegemm.matmul(a, b, tiling=tiling)[0, 0] == 2.0
+    for k, sign in [(2, True), (3, False), (34, True), (35, False)]:
+        out = np.full((1, 1), -0.0, np.float32)
+        tilegemm.matmul(np.full((1, k), -0.0), np.ones((k, 1)), tiling=tiling, isa="avx512", out=out,
+                        accumulate=True)
+        assert out[0, 0] == 0 and np.signbit(out[0, 0]) == sign, k
+
+
+@pytest.mark.parametrize("path_", ["fast", "exact"])
+def test_avx512_batched_accumulate_and_specials(path_, monkeypatch):
+    if path_ == "exact":
+        monkeypatch.setattr(dispatch, "fast_path_ok", lambda *args: False)
+    rng = np.random.default_rng(12)
+    a, b = operands("bf16", (2, 33, 47), (47, 18), rng)
+    c = rng.standard_normal((2, 33, 18)).astype(np.float32)
+    want = np.stack([tilegemm.reference.matmul(a[i], b, "bf16", c=c[i], isa="avx512") for i in range(2)])
+    out = c.copy()
+    tilegemm.matmul(a, b, out=out, accumulate=True, isa="avx512")
+    assert_bits(out, want, "avx512 accumulate")
+    pool = np.array([0.0, -0.0, np.inf, np.nan, 2.0**-130, 2.0**-70, 2.0**100, -1.0, 3.0e38])
+    a = rng.choice(pool, (20, 37))
+    b = rng.choice(pool, (37, 19))
+    assert_bits(tilegemm.matmul(a, b, isa="avx512"), tilegemm.reference.matmul(a, b, isa="avx512"),
+                "avx512 specials")
+
+
+def test_avx512_takes_bf16_only():
+    with pytest.raises(ValueError, match="isa='avx512' does not take dtype 'fp16'; it takes bf16"):
+        tilegemm.matmul(np.ones((2, 2)), np.ones((2, 2)), "fp16", isa="avx512")
+    with pytest.raises(ValueError, match="unknown isa 'sse'"):
+        tilegemm.matmul(np.ones((2, 2)), np.ones((2, 2)), isa="sse")
 
 
 def test_random_normal_data_takes_the_fast_path(monkeypatch):

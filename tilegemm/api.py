@@ -108,10 +108,10 @@ def _batch_index(shape, batch) -> np.ndarray:
     """For each matrix of the broadcast batch, which matrix of an operand with batch ``shape``."""
     n = int(np.prod(shape, dtype=np.int64))
     idx = np.arange(n, dtype=np.int64).reshape(shape)
-    return np.ascontiguousarray(np.broadcast_to(idx, batch)).ravel()
+    return np.array(np.broadcast_to(idx, batch), dtype=np.int64).ravel()  # writable: one kernel type
 
 
-def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None):
+def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None, isa="amx"):
     """Matrix product with the exact bits of an Intel AMX tile-multiply sequence.
 
     Parameters
@@ -135,6 +135,11 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         Continue the AMX chain from ``out`` (``C += A @ B``) instead of from +0.
     threads : int, optional
         Worker threads for this call only (default: Numba's current setting).
+    isa : {"amx", "avx512"}
+        ``"amx"`` emulates the tile multiply named by ``dtype``. ``"avx512"`` (bf16 only) emulates
+        the seed's AVX-512 BF16 baseline, VDPBF16PS: one FP32 accumulator per element, each pair's
+        odd product first. It has no tiles; ``tiling`` is accepted and only orders the blocks of
+        C, which never changes a bit.
 
     Returns
     -------
@@ -153,7 +158,7 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     """
     fmt = _resolve_dtype(dtype, b)
     tiling = "2x2" if tiling is None else tiling
-    kernel = dispatch.lookup("amx", fmt, tiling)
+    kernel = dispatch.lookup(isa, fmt, tiling)
     _check_threads(threads)
     if accumulate and out is None:
         raise ValueError("accumulate=True needs out= holding the C to accumulate into")
@@ -210,7 +215,7 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         c_range = dispatch.exponent_range(C3) if accumulate else None
         if packed._stats is None:
             packed._stats = dispatch.exponent_range(B)
-        variant = int(dispatch.fast_path_ok(fmt, a_range, packed._stats, c_range))
+        variant = kernel.variants[int(dispatch.fast_path_ok(fmt, a_range, packed._stats, c_range))]
 
     with _LAUNCH, _numba_threads(threads):
         kernel.fn(A, B, C3, ia, ib, K, kernel.rows, kernel.cols, variant)

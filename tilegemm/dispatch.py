@@ -17,7 +17,7 @@ __all__ = ["Kernel", "TILINGS", "ISAS", "lookup", "fast_path_ok", "exponent_rang
 
 #: Tilings: C tiles per superblock along M x along N.
 TILINGS: tuple[str, ...] = ("1x1", "2x2")
-ISAS: tuple[str, ...] = ("amx",)
+ISAS: tuple[str, ...] = ("amx", "avx512")
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class Kernel:
     fn: Callable
     rows: int
     cols: int
+    variants: tuple[int, int] = (0, 1)  # the kernel's ``variant`` for (exact, fast)
 
     @property
     def superblock(self) -> tuple[int, int]:
@@ -37,13 +38,17 @@ class Kernel:
 
 def _build_table() -> dict[tuple[str, str, str], Kernel]:
     from .kernels.gemm import gemm
+    from .kernels.tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST
 
     table = {}
-    for name, fmt in FORMATS.items():
-        body = "fp32fma" if fmt.is_float else "i8dot"
-        for tiling in TILINGS:
-            r, c = (int(x) for x in tiling.split("x"))
-            table[("amx", name, tiling)] = Kernel(f"gemm_{body}_{tiling}", gemm, r, c)
+    for tiling in TILINGS:
+        r, c = (int(x) for x in tiling.split("x"))
+        for name, fmt in FORMATS.items():
+            body = "fp32fma" if fmt.is_float else "i8dot"
+            table[("amx", name, tiling)] = Kernel(f"gemm_{body}_{tiling}", gemm, r, c, (AMX_EXACT, AMX_FAST))
+        # VDPBF16PS has no tile registers: the tiling only orders the C blocks (bits unaffected).
+        table[("avx512", "bf16", tiling)] = Kernel(f"gemm_vdpbf16ps_{tiling}", gemm, r, c,
+                                                   (AVX512_EXACT, AVX512_FAST))
     return table
 
 
@@ -60,7 +65,11 @@ def lookup(isa: str, dtype: object, tiling: object) -> Kernel:
         raise ValueError(f"unknown tiling {tiling!r}; valid tilings are {', '.join(TILINGS)}")
     if _TABLE is None:
         _TABLE = _build_table()
-    return _TABLE[(isa, fmt.name, tiling)]
+    key = (isa, fmt.name, tiling)
+    if key not in _TABLE:
+        have = sorted({d for i, d, _ in _TABLE if i == isa})
+        raise ValueError(f"isa={isa!r} does not take dtype {fmt.name!r}; it takes {', '.join(have)}")
+    return _TABLE[key]
 
 
 # --------------------------------------------------------------------------------------------

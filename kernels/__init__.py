@@ -13,7 +13,7 @@ kernel up in ``tilegemm.dispatch``; a kernel never converts, packs or checks inp
 - ``A``: ``(nA, M_tiles, KB, 16, k_step)`` C-contiguous panels (one 16-row tile of A per K
   step, contiguous), the kernel element type (exact float32 values, or int8/uint8), zero-padded
   along M and K (``tilegemm.convert.pack_a_float`` / ``pack_a_int``).
-- ``B``: ``(nB, KB, NB, 16, ...)`` C-contiguous (``tilegemm.PackedB.kernel_b``): for int8 the
+- ``B``: ``(nB, NB, KB, 16, ...)`` C-contiguous, column panels first (``tilegemm.PackedB.kernel_b``): for int8 the
   packed VNNI bytes ``[quad][n][4]``; for floats exact float32 ``[pair][even/odd][n]``.
 - ``C``: ``(nC, M, N)`` C-contiguous float32/int32 holding the starting values (zeros, or the
   caller's C already read with DAZ). Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.

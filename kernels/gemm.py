@@ -1,7 +1,7 @@
 """The tile loop shared by every AMX kernel: C superblocks in parallel, tile multiplies inside.
 
 One superblock (``rows`` x ``cols`` C tiles of 16 x 16: the seed's 1x1 or 2x2) is one ``prange``
-iteration, standing in for the seed's OpenMP loop. Inside it, K advances one full tile step at a
+iteration, standing in for the seed's OpenMP loop, for one chunk of ``K_CHUNK`` K steps. Inside it, K advances one full tile step at a
 time and each step issues the superblock's tile multiplies in the seed's order (C00, C01, C10,
 C11 for 2x2). Which tile multiply runs is chosen at compile time from the operand types
 (``tiles.tile_multiply``): float32 C for TDPBF16PS/TDPFP16PS, int32 C for TDPB*D.
@@ -19,42 +19,55 @@ from numba import njit, prange
 from . import exact, tiles, vector
 from .tiles import TILE, tile_multiply
 
+# K steps per pass over all superblocks. Blocking K keeps the B blocks of a pass (K_CHUNK x N)
+# near the core while a row of superblocks reuses them; measured at n = 2048 on one thread
+# (Zen 4, 1 MiB L2): 57 GFLOP/s unblocked, 66 with 16 steps, 68 with 8, 64 with 4.
+K_CHUNK = 8
+
 
 @njit(cache=True, parallel=True)
 def gemm(A, B, C, ia, ib, k, rows, cols, variant):
     nC, M, N = C.shape
-    MT, KB, NB = A.shape[1], B.shape[1], B.shape[2]
+    MT, NB, KB = A.shape[1], B.shape[1], B.shape[2]
     block = B.shape[3] * B.shape[4] * B.shape[5]  # elements of one kernel B block
     k_step = A.shape[4]
     group = k_step // TILE  # K elements per VNNI group: 2 (pairs) or 4 (quads)
     Af, Bf, Cf = A.reshape(A.size), B.reshape(B.size), C.reshape(C.size)
     sm = -(-M // (TILE * rows))
     sn = -(-N // (TILE * cols))
-    for job in prange(nC * sm * sn):
-        ci = job // (sm * sn)
-        bm = (job // sn) % sm
-        bn = job % sn
-        ai = ia[ci]
-        bi = ib[ci]
-        scratch = np.empty(TILE * TILE, C.dtype)
-        for kb in range(KB):
-            k0 = kb * k_step
-            # The tail rule (SEMANTICS.md): the last step runs ceil(remaining / group) groups.
-            ngroups = min(TILE, (k - k0 + group - 1) // group)
-            for r in range(rows):
-                m0 = (bm * rows + r) * TILE
-                if m0 >= M:
+    for kc0 in range(0, KB, K_CHUNK):  # serial: every C element still sees its K steps in order
+        for job in prange(nC * sm * sn):
+            _superblock(Af, Bf, Cf, ia, ib, k, rows, cols, variant, job, sm, sn, M, N, MT, NB, KB,
+                        k_step, block, group, kc0, min(kc0 + K_CHUNK, KB))
+
+
+@njit(cache=True, inline="always")
+def _superblock(Af, Bf, Cf, ia, ib, k, rows, cols, variant, job, sm, sn, M, N, MT, NB, KB, k_step, block,
+                group, kb_start, kb_stop):
+    ci = job // (sm * sn)
+    bm = (job // sn) % sm
+    bn = job % sn
+    ai = ia[ci]
+    bi = ib[ci]
+    scratch = np.empty(TILE * TILE, Cf.dtype)
+    for kb in range(kb_start, kb_stop):
+        k0 = kb * k_step
+        # The tail rule (SEMANTICS.md): the last step runs ceil(remaining / group) groups.
+        ngroups = min(TILE, (k - k0 + group - 1) // group)
+        for r in range(rows):
+            m0 = (bm * rows + r) * TILE
+            if m0 >= M:
+                break
+            mr = min(TILE, M - m0)
+            a_off = ((ai * MT + m0 // TILE) * KB + kb) * TILE * k_step  # A panel: 16 x k_step
+            for c in range(cols):
+                n0 = (bn * cols + c) * TILE
+                if n0 >= N:
                     break
-                mr = min(TILE, M - m0)
-                a_off = ((ai * MT + m0 // TILE) * KB + kb) * TILE * k_step  # A panel: 16 x k_step
-                for c in range(cols):
-                    n0 = (bn * cols + c) * TILE
-                    if n0 >= N:
-                        break
-                    b_off = ((bi * KB + kb) * NB + n0 // TILE) * block
-                    c_off = (ci * M + m0) * N + n0
-                    tile_multiply(Af, a_off, k_step, mr, ngroups, Bf, b_off, Cf, c_off, N,
-                                  min(TILE, N - n0), scratch, variant)
+                b_off = ((bi * NB + n0 // TILE) * KB + kb) * block  # B column panel, K-contiguous
+                c_off = (ci * M + m0) * N + n0
+                tile_multiply(Af, a_off, k_step, mr, ngroups, Bf, b_off, Cf, c_off, N,
+                              min(TILE, N - n0), scratch, variant)
 
 
 def dependency_stamp(own_stamp, paths) -> str:

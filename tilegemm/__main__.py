@@ -1,7 +1,8 @@
 """``python -m tilegemm <verb>``: the command-line face of the library.
 
 Verbs: ``demo`` (every dtype and tiling, checked against the reference, with speed and the share
-of outputs a float32 ``numpy.matmul`` gets wrong).
+of outputs a float32 ``numpy.matmul`` gets wrong); ``bench`` (the seed's benchmark sweep against
+numpy and torch baselines, or ``--targets``: the performance targets as measured ratios).
 """
 
 from __future__ import annotations
@@ -69,9 +70,23 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="verb", required=True)
     d = sub.add_parser("demo", help="every dtype x tiling: checked against the reference, timed")
     d.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 512])
+    bn = sub.add_parser("bench", help="the seed's sweep: GFLOP/s, efficiency and accuracy against baselines")
+    bn.add_argument("--sizes", type=int, nargs="+", default=None,
+                    help="square sizes, up to 8192 (default 256 512 1024 2048)")
+    bn.add_argument("--dtypes", nargs="+", default=["bf16", "int8", "fp16"], choices=["bf16", "int8", "fp16"])
+    bn.add_argument("--threads", type=int, default=None, help="threads for every contender alike")
+    bn.add_argument("--budget", type=float, default=30.0, help="seconds per contender and size (default 30)")
+    bn.add_argument("--out", default="bench-results", help="folder for bench.json, bench.csv, bench.png")
+    bn.add_argument("--targets", action="store_true", help="measure the performance targets instead")
     args = parser.parse_args(argv)
     if args.verb == "demo":
         return demo(tuple(args.sizes))
+    if args.verb == "bench":
+        from . import benchmark
+
+        args.sizes_given = args.sizes is not None
+        args.sizes = args.sizes or [256, 512, 1024, 2048]
+        return benchmark.main(args)
     return 2
 
 

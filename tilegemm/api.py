@@ -171,9 +171,9 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
 
     # float32 to BF16 is rounded inside the compiled panel pass; everything else converts here.
     fast_f32 = fmt.name == "bf16" and a.dtype == np.float32
-    a_el = a.reshape(a2) if fast_f32 else fmt.to_element(a, "a").reshape(a2)
+    a_el = a.reshape(a2) if fast_f32 else fmt.to_bits(a, "a").reshape(a2)
     if packed is None:
-        b_el = fmt.to_element(b_arr, "b", b_side=True).reshape(b2)
+        b_el = fmt.to_bits(b_arr, "b", b_side=True).reshape(b2)
     if out is not None:
         operands = [("a", a)] + ([("b", packed.data)] if packed is not None else [("b", b_arr)])
         _check_out(out, result_shape, fmt, operands)
@@ -200,7 +200,7 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
             a_range = convert.pack_a_float(a.view(np.uint32).reshape(nA, M, K), convert.MODE_F32_TO_BF16, A)
         else:
             mode = convert.MODE_BF16 if fmt.name == "bf16" else convert.MODE_FP16
-            a_range = convert.pack_a_float(a_el.view(np.uint16).reshape(nA, M, K), mode, A)
+            a_range = convert.pack_a_float(a_el.reshape(nA, M, K), mode, A)
         A = A.view(np.float32)
         a_range = None if a_range[0] > a_range[1] else a_range
     else:

@@ -79,19 +79,21 @@ def pack_a_float(src, mode, dst):
         mt = m // 16
         mm = m % 16
         rlo, rhi = 255, 0
-        for kk in range(K):
-            x = src[a, m, kk]
-            if mode == MODE_F32_TO_BF16:
-                v = bf16_to_f32_daz(f32_to_bf16(np.uint32(x)))
-            elif mode == MODE_BF16:
-                v = bf16_to_f32_daz(np.uint16(x))
-            else:
-                v = fp16_to_f32(np.uint16(x))
-            dst[a, mt, kk // k_step, mm, kk % k_step] = v
-            e = np.int32((v >> 23) & 0xFF)
-            if e != 0 and e != 255:
-                rlo = min(rlo, e)
-                rhi = max(rhi, e)
+        for kb in range(-(-K // k_step)):
+            out = dst[a, mt, kb, mm]
+            for kin in range(min(k_step, K - kb * k_step)):
+                x = src[a, m, kb * k_step + kin]
+                if mode == MODE_F32_TO_BF16:
+                    v = bf16_to_f32_daz(f32_to_bf16(np.uint32(x)))
+                elif mode == MODE_BF16:
+                    v = bf16_to_f32_daz(np.uint16(x))
+                else:
+                    v = fp16_to_f32(np.uint16(x))
+                out[kin] = v
+                e = np.int32((v >> 23) & 0xFF)
+                if e != 0 and e != 255:
+                    rlo = min(rlo, e)
+                    rhi = max(rhi, e)
         lo[row] = rlo
         hi[row] = rhi
     return lo.min() - 127, hi.max() - 127
@@ -105,5 +107,7 @@ def pack_a_int(src, dst):
     for row in prange(nA * M):
         a = row // M
         m = row % M
-        for kk in range(K):
-            dst[a, m // 16, kk // k_step, m % 16, kk % k_step] = src[a, m, kk]
+        for kb in range(-(-K // k_step)):
+            out = dst[a, m // 16, kb, m % 16]
+            for kin in range(min(k_step, K - kb * k_step)):
+                out[kin] = src[a, m, kb * k_step + kin]

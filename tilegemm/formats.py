@@ -12,16 +12,40 @@ This module must not do arithmetic on the values beyond the one rounding the con
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
-from .convert import bf16_to_f32_daz, fp16_to_f32
+from .convert import bf16_to_f32_daz, f32_to_bf16, fp16_to_f32
 
-__all__ = ["Format", "FORMATS", "DTYPES", "get_format", "daz"]
+__all__ = ["Format", "FORMATS", "DTYPES", "get_format", "daz", "bf16_dtype"]
 
-_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+@functools.cache
+def bf16_dtype() -> np.dtype:
+    """``ml_dtypes.bfloat16``, imported on first use: importing ml_dtypes costs most of a second
+    here, and float32 inputs never need it (they are rounded by ``convert.f32_to_bf16``)."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def _is_bf16(dt: np.dtype) -> bool:
+    return dt.name == "bfloat16" and dt == bf16_dtype()
+
+
+class _Lazy:
+    """A dtype named by a string until first read (so that ml_dtypes loads only when needed)."""
+
+    def __init__(self, attr):
+        self.attr = attr
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        code = getattr(obj, self.attr)
+        return bf16_dtype() if code == "bfloat16" else np.dtype(code)
 
 
 @dataclass(frozen=True)
@@ -47,20 +71,25 @@ class Format:
 
     name: str
     instruction: str
-    element: np.dtype
-    b_element: np.dtype
+    a_code: str
+    b_code: str
     group: int
     k_step: int
     out: np.dtype
+
+    element = _Lazy("a_code")
+    b_element = _Lazy("b_code")
 
     @property
     def is_float(self) -> bool:
         return self.out == np.float32
 
-    @property
-    def kernel_element(self) -> np.dtype:
-        """What the kernels read for A and B: exact float32 values, or the 8-bit integers."""
-        return np.dtype(np.float32) if self.is_float else self.element
+    def bits(self, b_side: bool = False) -> np.dtype:
+        """How tilegemm stores elements internally: uint16 bit patterns for BF16/FP16, else the
+        8-bit integers themselves."""
+        if self.is_float:
+            return np.dtype(np.uint16)
+        return np.dtype(self.b_code if b_side else self.a_code)
 
     # -- conversions -------------------------------------------------------------------------
 
@@ -72,19 +101,11 @@ class Format:
         """
         x = np.asarray(x)
         kind = x.dtype.kind
+        self._check_kind(x, operand)
         target = self.b_element if b_side else self.element
         if x.dtype == target:
             return x
-        bad_kinds = {"c": "complex", "O": "object", "U": "string", "S": "bytes", "b": "bool",
-                     "V": "structured", "M": "datetime", "m": "timedelta"}
-        if kind in bad_kinds and x.dtype != _BF16:
-            raise TypeError(
-                f"operand {operand} has dtype {x.dtype} ({bad_kinds[kind]}), which dtype "
-                f"{self.name!r} cannot take"
-            )
         if self.is_float:
-            if kind not in "fiu" and x.dtype != _BF16:
-                raise TypeError(f"operand {operand} has dtype {x.dtype}, which {self.name!r} cannot take")
             # One rounding from the array's own precision (ml_dtypes and numpy both round float64
             # straight to the target, never through float32): SEMANTICS.md, "Inputs given in other
             # formats".
@@ -105,15 +126,39 @@ class Format:
                 )
         return x.astype(target)
 
-    def to_kernel(self, x: np.ndarray) -> np.ndarray:
-        """Element array -> what the kernels read (same shape, new array or view)."""
+    def _check_kind(self, x: np.ndarray, operand: str) -> None:
+        kind = x.dtype.kind
+        bad_kinds = {"c": "complex", "O": "object", "U": "string", "S": "bytes", "b": "bool",
+                     "V": "structured", "M": "datetime", "m": "timedelta"}
+        if kind in bad_kinds and not _is_bf16(x.dtype):
+            raise TypeError(
+                f"operand {operand} has dtype {x.dtype} ({bad_kinds[kind]}), which dtype "
+                f"{self.name!r} cannot take"
+            )
+        if self.is_float and kind not in "fiu" and not _is_bf16(x.dtype):
+            raise TypeError(f"operand {operand} has dtype {x.dtype}, which {self.name!r} cannot take")
+
+    def to_bits(self, x: np.ndarray, operand: str, b_side: bool = False) -> np.ndarray:
+        """Like :meth:`to_element`, returned in the internal form :meth:`bits`.
+
+        float32 arrays headed for BF16 are rounded by the compiled ``convert.f32_to_bf16`` (the
+        same RNE as ml_dtypes, tested exhaustively on a dense sample), without loading ml_dtypes.
+        """
+        x = np.asarray(x)
+        if self.name == "bf16" and x.dtype == np.float32:
+            return f32_to_bf16(x.view(np.uint32))
+        el = self.to_element(x, operand, b_side)
+        return el.view(np.uint16) if self.is_float else el
+
+    def to_kernel(self, bits: np.ndarray) -> np.ndarray:
+        """Internal bits -> what the kernels read (same shape)."""
         if not self.is_float:
-            return x
-        if x.dtype == _BF16:
+            return bits
+        if self.name == "bf16":
             # Exact widening, then DAZ: a BF16 denormal input is read as a zero of its sign.
-            return bf16_to_f32_daz(x.view(np.uint16)).view(np.float32)
+            return bf16_to_f32_daz(bits).view(np.float32)
         # FP16 -> FP32 is exact and keeps FP16 denormals (they are normal in binary32).
-        return fp16_to_f32(x.view(np.uint16)).view(np.float32)
+        return fp16_to_f32(bits).view(np.float32)
 
 
 def daz(x: np.ndarray) -> np.ndarray:
@@ -123,18 +168,17 @@ def daz(x: np.ndarray) -> np.ndarray:
     return np.where((bits & 0x7F800000) == 0, bits & 0x80000000, bits).astype(np.uint32).view(np.float32)
 
 
-def _int(name: str, instr: str, a: type, b: type) -> Format:
-    return Format(name, instr, np.dtype(a), np.dtype(b), 4, 64, np.dtype(np.int32))
+def _int(name: str, instr: str, a: str, b: str) -> Format:
+    return Format(name, instr, a, b, 4, 64, np.dtype(np.int32))
 
 
 FORMATS: dict[str, Format] = {
-    "bf16": Format("bf16", "TDPBF16PS", _BF16, _BF16, 2, 32, np.dtype(np.float32)),
-    "fp16": Format("fp16", "TDPFP16PS", np.dtype(np.float16), np.dtype(np.float16), 2, 32,
-                   np.dtype(np.float32)),
-    "s8s8": _int("s8s8", "TDPBSSD", np.int8, np.int8),
-    "s8u8": _int("s8u8", "TDPBSUD", np.int8, np.uint8),
-    "u8s8": _int("u8s8", "TDPBUSD", np.uint8, np.int8),
-    "u8u8": _int("u8u8", "TDPBUUD", np.uint8, np.uint8),
+    "bf16": Format("bf16", "TDPBF16PS", "bfloat16", "bfloat16", 2, 32, np.dtype(np.float32)),
+    "fp16": Format("fp16", "TDPFP16PS", "float16", "float16", 2, 32, np.dtype(np.float32)),
+    "s8s8": _int("s8s8", "TDPBSSD", "int8", "int8"),
+    "s8u8": _int("s8u8", "TDPBSUD", "int8", "uint8"),
+    "u8s8": _int("u8s8", "TDPBUSD", "uint8", "int8"),
+    "u8u8": _int("u8u8", "TDPBUUD", "uint8", "uint8"),
 }
 _ALIASES = {"int8": "s8s8"}
 

@@ -57,9 +57,9 @@ class PackedB:
         self.__init__(state["shape"], state["dtype"], state["data"])
 
     def elements(self) -> np.ndarray:
-        """The packed blocks as elements: ``(..., KB, NB, 16, 16, group)`` (a view of ``data``)."""
+        """The packed blocks as internal bits (uint16 for BF16/FP16): ``(..., KB, NB, 16, 16, group)``."""
         fmt = self.format
-        blocks = self.data.view(fmt.b_element)
+        blocks = self.data.view(fmt.bits(b_side=True))
         return blocks.reshape(blocks.shape[:-1] + (TILE_N, fmt.group))
 
     def unpack(self) -> np.ndarray:
@@ -72,18 +72,19 @@ class PackedB:
         rows = el.transpose(axes)
         kb, nb = el.shape[nd], el.shape[nd + 1]
         full = rows.reshape(tuple(batch) + (kb * TILE_ROWS * fmt.group, nb * TILE_N))
-        return np.ascontiguousarray(full[..., :K, :N])
+        return np.ascontiguousarray(full[..., :K, :N]).view(fmt.b_element)
 
     def kernel_b(self) -> np.ndarray:
         """What the kernels read, ``(batch, KB, NB, 16, ...)`` (cached).
 
-        Integer kernels read the packed bytes themselves (``[quad][n][4]``). Float kernels read
-        exact float32 values with the pair split into planes, ``[pair][even/odd][n]``, so a
-        vector of 16 columns loads in one go (kernels/tiles.py).
+        Blocks are stored column-panel first, ``(batch, NB, KB, ...)``, so the blocks one C
+        superblock reads along K are one contiguous stream. Integer kernels read the packed bytes
+        (``[quad][n][4]``). Float kernels read exact float32 values with the pair split into
+        planes, ``[pair][even/odd][n]``, so a vector of 16 columns loads in one go (kernels/tiles.py).
         """
         if self._kernel_b is None:
             el = self.elements()
-            flat = el.reshape((-1,) + el.shape[-5:])
+            flat = el.reshape((-1,) + el.shape[-5:]).swapaxes(1, 2)
             if self.format.is_float:
                 flat = self.format.to_kernel(flat.swapaxes(-1, -2))
             self._kernel_b = np.ascontiguousarray(flat)
@@ -108,8 +109,7 @@ def pack(b, dtype: str = "bf16") -> PackedB:
     b = np.asarray(b)
     if b.ndim < 2:
         raise ValueError(f"pack takes a B of at least 2 dimensions (K, N), got shape {b.shape}")
-    el = fmt.to_element(b, "b", b_side=True)
-    return _pack_elements(fmt, el)
+    return _pack_elements(fmt, fmt.to_bits(b, "b", b_side=True))
 
 
 def _pack_elements(fmt: Format, el: np.ndarray) -> PackedB:

@@ -21,6 +21,7 @@ FLOAT_DTYPES = ("bf16", "fp16")
 INT_DTYPES = ("s8s8", "s8u8", "u8s8", "u8u8")
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
 INT_RANGE = {"s": (-128, 127), "u": (0, 255)}
+SEED_TILINGS = ("1x1", "2x2")  # the seed's two; the edge-shape tester covers every tiling
 
 
 def operands(dtype, a_shape, b_shape, rng):

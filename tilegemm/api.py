@@ -127,8 +127,10 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         ``"s8u8"`` (TDPBSUD), ``"u8s8"`` (TDPBUSD), ``"u8u8"`` (TDPBUUD). Default: the packed
         B's dtype, else ``"bf16"``.
     tiling : str, optional
-        ``"1x1"`` or ``"2x2"`` (default): how C tiles are grouped, as in the seed's kernels. The
-        bits never depend on it.
+        ``"RxC"``: R accumulator tiles along M by C along N per superblock, any of
+        :data:`tilegemm.TILINGS` (``R*C + 2 <= 8``; ``"1x1"`` and ``"2x2"`` are the seed's), or
+        ``"auto"`` (:func:`tilegemm.dispatch.auto_tiling`). Default ``"2x2"``. The bits never
+        depend on it.
     out : numpy.ndarray, optional
         C-contiguous float32/int32 array of the result's shape to write into.
     accumulate : bool
@@ -158,7 +160,8 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     """
     fmt = _resolve_dtype(dtype, b)
     tiling = "2x2" if tiling is None else tiling
-    kernel = dispatch.lookup(isa, fmt, tiling)
+    if tiling != "auto":
+        kernel = dispatch.lookup(isa, fmt, tiling)
     _check_threads(threads)
     if accumulate and out is None:
         raise ValueError("accumulate=True needs out= holding the C to accumulate into")
@@ -168,6 +171,8 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     b_arr = None if packed is not None else np.asarray(b)
     b_shape = packed.shape if packed is not None else b_arr.shape
     a2, b2, batch, M, K, N, result_shape = _matmul_shapes(a.shape, b_shape)
+    if tiling == "auto":
+        kernel = dispatch.lookup(isa, fmt, dispatch.auto_tiling(M, N))
 
     # float32 to BF16 is rounded inside the compiled panel pass; everything else converts here.
     fast_f32 = fmt.name == "bf16" and a.dtype == np.float32

@@ -15,8 +15,18 @@ from .formats import FORMATS, Format, get_format
 
 __all__ = ["Kernel", "TILINGS", "ISAS", "lookup", "fast_path_ok", "exponent_range"]
 
-#: Tilings: C tiles per superblock along M x along N.
-TILINGS: tuple[str, ...] = ("1x1", "2x2")
+TILE_REGISTERS = 8
+
+
+def _feasible_tilings() -> tuple[str, ...]:
+    """Every R x C of accumulator tiles that leaves at least one A and one B tile register."""
+    out = [f"{r}x{c}" for r in range(1, 7) for c in range(1, 7) if r * c + 2 <= TILE_REGISTERS]
+    return tuple(sorted(out, key=lambda t: (int(t[0]) * int(t[2]), t)))
+
+
+#: Tilings: "RxC" is R accumulator tiles along M by C along N (an output block of 16R x 16C),
+#: every pair with R*C + 2 <= 8 tile registers. "1x1" and "2x2" are the seed's.
+TILINGS: tuple[str, ...] = _feasible_tilings()
 ISAS: tuple[str, ...] = ("amx", "avx512")
 
 
@@ -62,7 +72,7 @@ def lookup(isa: str, dtype: object, tiling: object) -> Kernel:
     if isa not in ISAS:
         raise ValueError(f"unknown isa {isa!r}; valid isas are {', '.join(ISAS)}")
     if tiling not in TILINGS:
-        raise ValueError(f"unknown tiling {tiling!r}; valid tilings are {', '.join(TILINGS)}")
+        raise ValueError(_tiling_error(tiling))
     if _TABLE is None:
         _TABLE = _build_table()
     key = (isa, fmt.name, tiling)
@@ -70,6 +80,36 @@ def lookup(isa: str, dtype: object, tiling: object) -> Kernel:
         have = sorted({d for i, d, _ in _TABLE if i == isa})
         raise ValueError(f"isa={isa!r} does not take dtype {fmt.name!r}; it takes {', '.join(have)}")
     return _TABLE[key]
+
+
+def _tiling_error(tiling) -> str:
+    valid = f"valid tilings are {', '.join(TILINGS)} and 'auto'"
+    try:
+        r, c = (int(x) for x in str(tiling).split("x"))
+    except ValueError:
+        return f"unknown tiling {tiling!r}; {valid}"
+    if r >= 1 and c >= 1:
+        return (f"tiling {tiling!r} is infeasible: {r * c} accumulator tiles + 1 A tile + 1 B tile = "
+                f"{r * c + 2} > {TILE_REGISTERS} tile registers; {valid}")
+    return f"unknown tiling {tiling!r}; {valid}"
+
+
+def auto_tiling(m: int, n: int) -> str:
+    """The tiling ``tiling="auto"`` picks for an M x N result.
+
+    Rule: the feasible tiling whose output blocks load the fewest bytes per multiply-accumulate
+    under :func:`tilegemm.model.traffic` (A and B loaded once per block, partial edge blocks
+    loading only what exists), ties going to more accumulators and then to the seed's 2x2. So a
+    skinny result gets a long strip (1x6 for M <= 16), a large square one 2x3 or 3x2. K does not
+    enter: every block streams all of it.
+    """
+    from .model import tiling_block, traffic
+
+    def cost(t):
+        r, c = (int(x) for x in t.split("x"))
+        return (traffic(max(m, 1), max(n, 1), 1, tiling_block(t)).bytes_per_mac, -r * c, t != "2x2", t)
+
+    return min(TILINGS, key=cost)
 
 
 # --------------------------------------------------------------------------------------------

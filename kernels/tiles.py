@@ -35,16 +35,24 @@ from numba import njit, types
 from numba.extending import overload
 
 from .exact import add32, fma32
-from .vector import float_dot_rows, float_tile_rows, int_tile_rows, preferred_width
+from .vector import float_dot_rows, float_tile_rows, int_tile_rows, preferred_width, target_features
 
 TILE = 16
 _PAIRS = 16  # a full tile multiply: 16 rows of 64 bytes = 16 pairs along K
-_MR = 4  # rows per vector body: 4 rows x (e, o) x 16 columns = 8 zmm or 16 ymm accumulators
 _WIDTH = preferred_width()
+# Rows per vector body: 4 rows x (e, o) x 16 columns is 8 zmm accumulators of AVX-512's 32
+# registers; with 16 ymm registers (AVX2) 2 rows keep the 8 accumulators and B in registers
+# (4 rows spilled 94 times per tile multiply when compiled for haswell: tilegemm.inspect).
+_MR = 4 if _WIDTH == 16 else 2
+# The int8 body keeps 4 int32 accumulators per row and 4 widened B vectors. With a VNNI dot
+# product (vpdpwssd) 4 rows fit; without it LLVM needs more temporaries: compiled for haswell,
+# 4 rows spilled 215 vector registers per tile multiply, 2 rows 139, 1 row 26 (skylake-avx512:
+# 103, 68, 11). So 1 row there.
+_MR_INT = 4 if {"+avx512vnni", "+avxvnni"} & target_features() else 1
 
 
 
-def _vector_rows(body):
+def _vector_rows(body, mr_body=_MR):
     """A tile multiply from a 4-row vector body, always over the A panel's 16 rows.
 
     A panels are zero-padded to 16 rows, so a partial tile (mr < 16 or nc < 16) runs in full on
@@ -61,7 +69,7 @@ def _vector_rows(body):
             tgt, t_off, t_ld = scratch, 0, TILE
         else:
             tgt, t_off, t_ld = C, c_off, ldc
-        for mm in range(0, TILE, _MR):
+        for mm in range(0, TILE, mr_body):
             body(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld)
         if partial:
             for mm in range(mr):
@@ -72,7 +80,7 @@ def _vector_rows(body):
 
 
 _tile_fast_float = _vector_rows(float_tile_rows(_MR, _WIDTH))
-_tile_int = _vector_rows(int_tile_rows(_MR))
+_tile_int = _vector_rows(int_tile_rows(_MR_INT), _MR_INT)
 _dot_fast_float = _vector_rows(float_dot_rows(_MR, _WIDTH))
 _dot_fast_pair = _vector_rows(float_dot_rows(_MR, _WIDTH, 1))
 

@@ -34,19 +34,24 @@ _PAIRS = 16  # pairs (float) or quads (int) in one full tile multiply
 _TILE = 16  # C tile columns
 
 
-def preferred_width() -> int:
-    """Floats per vector for the compilation target: 16 where AVX-512F is there (zmm), else 8.
-
-    Reads the target Numba compiles for (``NUMBA_CPU_FEATURES`` when set, else the host), so a
-    cross-target compile gets the width of its target. Measured here (Zen 4, AVX-512 executed as
-    two 256-bit halves): the 4-row body ran at 114 GFLOP/s with zmm against 93 with ymm, from
-    fewer instructions per FMA, on one core with L1-resident operands.
-    """
+def target_features() -> set[str]:
+    """Features of the target Numba compiles for (``NUMBA_CPU_FEATURES`` when set, else the host),
+    so that a cross-target compile picks the shapes of its target."""
     import llvmlite.binding as llvm
     from numba.core import config
 
     features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
-    return 16 if "+avx512f" in features.split(",") else 8
+    return set(features.split(","))
+
+
+def preferred_width() -> int:
+    """Floats per vector: 16 where AVX-512F is there (zmm), else 8.
+
+    Measured here (Zen 4, AVX-512 executed as two 256-bit halves): the 4-row body ran at 114
+    GFLOP/s with zmm against 93 with ymm, from fewer instructions per FMA, on one core with
+    L1-resident operands.
+    """
+    return 16 if "+avx512f" in target_features() else 8
 
 
 def _const(n):

@@ -52,3 +52,11 @@ def test_edges_and_errors():
         model.traffic(4, 4, 4, tile=(0, 4))
     with pytest.raises(ValueError, match="unknown dtype 'int4'"):
         model.traffic(4, 4, 4, dtype="int4")
+
+
+def test_report_runs_every_tiling(capsys):
+    rows = model.report(64, 64, 64, "int8", measure=48)
+    out = capsys.readouterr().out
+    assert "AMX six accumulators" in out and "lower bound" in out
+    assert [r["tiling"] for r in rows] == list(__import__("tilegemm").TILINGS)
+    assert all(r["gflops"] > 0 for r in rows)

@@ -65,6 +65,35 @@ def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> in
     return 1 if failures else 0
 
 
+def _ir(args) -> int:
+    import os
+
+    from . import inspect
+
+    report = inspect.vector_report(args.dtype, args.tiling, args.isa, cpu=args.cpu)
+    print(f"microkernel for dtype={args.dtype} tiling={args.tiling} isa={args.isa}")
+    print(report)
+    if args.asm and args.cpu is None:
+        print(inspect.asm(args.dtype, args.tiling, args.isa))
+    if args.amx:
+        print(inspect.amx_asm(args.dtype, args.tiling if args.tiling in ("1x1", "2x2") else "2x2"))
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        files = {}
+        if args.cpu is None:
+            files["kernel.ll"] = inspect.llvm_ir(args.dtype, args.tiling, args.isa)
+            files["kernel.s"] = inspect.asm(args.dtype, args.tiling, args.isa)
+        if args.amx:
+            t = args.tiling if args.tiling in ("1x1", "2x2") else "2x2"
+            files["amx.ll"] = inspect.amx_ir(args.dtype, t)
+            files["amx.s"] = inspect.amx_asm(args.dtype, t)
+        for name, text in files.items():
+            with open(os.path.join(args.out, name), "w") as f:
+                f.write(text)
+            print(f"wrote {os.path.join(args.out, name)}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tilegemm", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -78,7 +107,29 @@ def main(argv=None) -> int:
     bn.add_argument("--budget", type=float, default=30.0, help="seconds per contender and size (default 30)")
     bn.add_argument("--out", default="bench-results", help="folder for bench.json, bench.csv, bench.png")
     bn.add_argument("--targets", action="store_true", help="measure the performance targets instead")
+    md = sub.add_parser("model", help="bytes loaded per MAC for the ACE excerpt's strategies and every tiling")
+    md.add_argument("--m", type=int, default=32768)
+    md.add_argument("--n", type=int, default=32768)
+    md.add_argument("--k", type=int, default=32768)
+    md.add_argument("--dtype", default="int8", choices=sorted(FORMATS) + ["int8"])
+    md.add_argument("--measure", type=int, default=1024, help="size to time every tiling at (0: skip)")
+    md.add_argument("--threads", type=int, default=None)
+    ir = sub.add_parser("ir", help="LLVM IR / assembly of a microkernel, its vectorization report, real AMX code")
+    ir.add_argument("--dtype", default="bf16", choices=sorted(FORMATS) + ["int8"])
+    ir.add_argument("--tiling", default="2x2")
+    ir.add_argument("--isa", default="amx", choices=["amx", "avx512"])
+    ir.add_argument("--asm", action="store_true", help="print the microkernel's assembly")
+    ir.add_argument("--cpu", default=None, help="compile for this target instead of the host")
+    ir.add_argument("--amx", action="store_true", help="print the seed's loop as Granite Rapids AMX code")
+    ir.add_argument("--out", default=None, help="write kernel.ll, kernel.s (and amx.ll, amx.s) here")
     args = parser.parse_args(argv)
+    if args.verb == "ir":
+        return _ir(args)
+    if args.verb == "model":
+        from . import model
+
+        model.report(args.m, args.n, args.k, args.dtype, args.measure, args.threads)
+        return 0
     if args.verb == "demo":
         return demo(tuple(args.sizes))
     if args.verb == "bench":

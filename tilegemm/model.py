@@ -86,3 +86,52 @@ def tiling_block(tiling: str) -> tuple[int, int]:
     """The output block, in elements, of a tilegemm tiling ``"RxC"`` (16 x 16 C tiles)."""
     r, c = (int(x) for x in tiling.split("x"))
     return 16 * r, 16 * c
+
+
+def report(m=32768, n=32768, k=32768, dtype="int8", measure=1024, threads=None, out=print) -> list[dict]:
+    """The model for the excerpt's strategies and every tilegemm tiling at ``m x n x k``, then each
+    tiling's model at ``measure``^3 beside its measured speed there. Returns the measured rows."""
+    import time
+
+    import numpy as np
+
+    from .api import matmul
+    from .dispatch import TILINGS
+    from .packing import pack
+
+    out(f"model: M={m} N={n} K={k} {dtype} ({ELEMENT_BYTES[dtype]} byte(s) per element)")
+    out(f"{'strategy':24} {'block (elements)':>16} {'invocations':>13} {'bytes loaded':>14} {'bytes/MAC':>9}")
+    cases = [(name, blk) for name, blk in strategies().items()]
+    cases += [(f"tilegemm {t}", tiling_block(t)) for t in TILINGS]
+    for name, blk in cases:
+        t = traffic(m, n, k, blk, dtype)
+        out(f"{name:24} {blk[0]:>7} x {blk[1]:<6} {t.invocations:13,d} {t.bytes_loaded:14.4g} {t.bytes_per_mac:9.4f}")
+    lb = lower_bound(m, n, k, 32 * 48, dtype) / (m * n * k)
+    out(f"lower bound 2MNK/sqrt(T) for T = 32 x 48: {lb:.4f} bytes/MAC")
+    rows = []
+    if measure:
+        rng = np.random.default_rng(0)
+        s = measure
+        if get_format(dtype).is_float:
+            a, b = rng.standard_normal((s, s)).astype(np.float32), rng.standard_normal((s, s)).astype(np.float32)
+        else:
+            a, b = rng.integers(-128, 128, (s, s)).astype(np.int8), rng.integers(-128, 128, (s, s)).astype(np.int8)
+        packed = pack(b, dtype)
+        out(f"\nmeasured: {s} x {s} x {s} {dtype}, prepacked B. The model counts what AMX "
+            f"code loads into tile registers; the emulator has no tile registers, so its speed shows "
+            f"how well a superblock's A and B blocks are reused from cache instead.")
+        out(f"{'tiling':8} {'bytes/MAC (model)':>17} {'GFLOP/s':>9}")
+        for t in TILINGS:
+            matmul(a, packed, tiling=t, threads=threads)
+            best = min(_timed(lambda: matmul(a, packed, tiling=t, threads=threads), time) for _ in range(3))
+            row = {"tiling": t, "bytes_per_mac": traffic(s, s, s, tiling_block(t), dtype).bytes_per_mac,
+                   "gflops": 2 * s**3 / best / 1e9}
+            rows.append(row)
+            out(f"{t:8} {row['bytes_per_mac']:17.4f} {row['gflops']:9.1f}")
+    return rows
+
+
+def _timed(fn, time):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0

@@ -1,0 +1,67 @@
+"""Every shipped microkernel vectorizes; cross-target compiles give AVX-512; AMX code is real."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilegemm import inspect
+from tilegemm.kernels.vector import preferred_width
+
+# The stated spill budget: vector registers stored to the stack by one tile multiply's code.
+SPILL_BUDGET = 32
+KERNELS = [("bf16", "amx"), ("fp16", "amx"), ("bf16", "avx512"),
+           ("s8s8", "amx"), ("s8u8", "amx"), ("u8s8", "amx"), ("u8u8", "amx")]
+
+
+@pytest.mark.parametrize("dtype,isa", KERNELS)
+def test_host_microkernels_vectorize(dtype, isa):
+    r = inspect.vector_report(dtype, "2x2", isa)
+    assert r.vectorized, r
+    assert r.scalar_fma == 0
+    assert r.spills <= SPILL_BUDGET, r
+    if dtype in ("bf16", "fp16"):
+        assert r.widest_vector == f"<{preferred_width()} x float>"
+        assert r.vector_fma >= 128  # 16 pairs x (even, odd) x 4 rows of 16 columns, at least
+    else:
+        assert r.int_dot > 0
+
+
+def test_cross_target_gives_avx512_and_avx2():
+    r = inspect.vector_report("bf16", cpu="skylake-avx512")
+    assert r.widest_bits == 512 and r.vectorized and r.spills <= SPILL_BUDGET
+    r = inspect.vector_report("s8s8", cpu="haswell")
+    assert r.vectorized and r.spills <= SPILL_BUDGET
+    r = inspect.vector_report("bf16", cpu="haswell")
+    assert r.widest_vector == "<8 x float>" and r.vectorized and r.spills <= SPILL_BUDGET
+    with pytest.raises(ValueError, match="unknown cpu 'pentium'"):
+        inspect.vector_report(cpu="pentium")
+
+
+def test_ir_and_asm_are_the_vector_code():
+    ir = inspect.llvm_ir("bf16")
+    assert "llvm.fma.v" in ir
+    text = inspect.asm("bf16")
+    assert "vfmadd" in text
+
+
+@pytest.mark.parametrize("dtype,instr", [("bf16", "tdpbf16ps"), ("fp16", "tdpfp16ps"), ("s8s8", "tdpbssd"),
+                                         ("s8u8", "tdpbsud"), ("u8s8", "tdpbusd"), ("u8u8", "tdpbuud")])
+def test_amx_asm(dtype, instr):
+    two = inspect.amx_asm(dtype, "2x2")
+    assert "ldtilecfg" in two and "tilerelease" in two
+    assert two.count("tileloadd") == 6  # the listing as printed reloads TMM6 and TMM7
+    assert f"{instr}\t%tmm6, %tmm4, %tmm0" in two and f"{instr}\t%tmm7, %tmm5, %tmm3" in two
+    assert two.count("tilestored") == 4
+    one = inspect.amx_asm(dtype, "1x1")
+    assert one.count("tileloadd") == 2 and f"{instr}\t%tmm2, %tmm1, %tmm0" in one
+    with pytest.raises(ValueError, match="tiling '1x1' or '2x2'"):
+        inspect.amx_asm(dtype, "2x3")
+
+
+def test_cli(tmp_path, capsys):
+    from tilegemm.__main__ import main
+
+    assert main(["ir", "--dtype", "bf16", "--tiling", "2x2", "--amx", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "vectorized     True" in out and "tdpbf16ps" in out
+    assert {p.name for p in tmp_path.iterdir()} == {"kernel.ll", "kernel.s", "amx.ll", "amx.s"}

@@ -1,10 +1,11 @@
 """The tile loop shared by every AMX kernel: C superblocks in parallel, tile multiplies inside.
 
 One superblock (``rows`` x ``cols`` C tiles of 16 x 16: the seed's 1x1 or 2x2) is one ``prange``
-iteration, standing in for the seed's OpenMP loop, for one chunk of ``K_CHUNK`` K steps. Inside it, K advances one full tile step at a
-time and each step issues the superblock's tile multiplies in the seed's order (C00, C01, C10,
-C11 for 2x2). Which tile multiply runs is chosen at compile time from the operand types
-(``tiles.tile_multiply``): float32 C for TDPBF16PS/TDPFP16PS, int32 C for TDPB*D.
+iteration, standing in for the seed's OpenMP loop, for one chunk of ``K_CHUNK`` K steps. Inside
+it, K advances one full tile step at a time and each step issues the superblock's tile
+multiplies in the seed's order (C00, C01, C10, C11 for 2x2). Which tile multiply runs is chosen
+at compile time from the operand types (``tiles.tile_multiply``): float32 C for
+TDPBF16PS/TDPFP16PS, int32 C for TDPB*D.
 
 Operand layouts are the contract in ``kernels/__init__.py``.
 """

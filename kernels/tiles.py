@@ -9,8 +9,9 @@ layouts: one accumulator per C element, odd product first (SEMANTICS.md, "VDPBF1
 variant rests on the same proof as TDPBF16PS's; a partial sum can be -0 here (the caller's C
 may be), so the last K step runs exactly its ceil(remaining / 2) pairs, never padding pairs.
 
-TDPBF16PS / TDPFP16PS (float32 C): both dtypes reach the kernels as exact float32 values (BF16 with DAZ already applied, FP16
-widened with its denormals kept), so one kernel serves both. Two variants of the tile multiply:
+TDPBF16PS / TDPFP16PS (float32 C): both dtypes reach the kernels as exact float32 values (BF16
+with DAZ already applied, FP16 widened with its denormals kept), so one kernel serves both. Two
+variants of the tile multiply:
 
 - exact (variant 0): every operation through ``exact.fma32`` / ``exact.add32``; handles denormal
   results (FTZ), overflowing products next to infinite sums, and the odd-K padded pair.

@@ -14,9 +14,8 @@ Only valid where the fast-path proof holds (see ``tiles.py``).
 
 ``int_tile_rows(mr)``: TDPB*D for ``mr`` rows x 16 columns, straight from the packed bytes: byte
 pairs widened, multiplied and summed into int32 lanes in the form LLVM lowers to ``vpmaddwd``
-(extend, multiply, add even and odd lanes), then added with wraparound. Integer sums do not depend on order, so this regrouping
-keeps the bits.
-"""
+(extend, multiply, add even and odd lanes), then added with wraparound. Integer sums do not
+depend on order, so this regrouping keeps the bits. """
 
 from __future__ import annotations
 
@@ -79,6 +78,41 @@ def _data(context, builder, arrtype, arr):
     return context.make_array(arrtype)(context, builder, arr).data
 
 
+def _body_intrinsic(emit):
+    """An intrinsic ``(A, a_off, lda, B, b_off, C, c_off, ldc) -> None`` whose IR ``emit`` writes.
+
+    ``emit(builder, sig, ap, bp, cp, rows, c_off, ldc)`` gets the three data pointers, the flat
+    offsets of the body's A rows (``rows(r)``), and C's offset and row stride."""
+
+    @intrinsic
+    def body(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc):
+        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc)
+
+        def codegen(context, builder, signature, args):
+            A_, a_off_, lda_, B_, b_off_, C_, c_off_, ldc_ = args
+            ptrs = [_data(context, builder, signature.args[i], args[i]) for i in (0, 3, 5)]
+
+            def rows(r):
+                return builder.add(a_off_, builder.mul(lda_, _const(r)))
+
+            def crow(r):
+                return builder.add(c_off_, builder.mul(ldc_, _const(r)))
+
+            emit(builder, signature, *ptrs, rows, b_off_, crow)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return body
+
+
+def _load_b_pair(builder, bp, b_off, p, vt):
+    """B vectors of pair ``p`` of a float kernel block: ``[even|odd][vector of 16 columns]``."""
+    parts = _TILE // vt.count
+    return [[builder.load(_ptr(builder, bp, builder.add(b_off, _const(2 * _TILE * p + _TILE * j + vt.count * v)),
+                               vt), align=4) for v in range(parts)] for j in range(2)]
+
+
 def float_tile_rows(mr: int, width: int = 8):
     """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc)``: ``C[mr x 16] += tile multiply``.
 
@@ -90,40 +124,26 @@ def float_tile_rows(mr: int, width: int = 8):
     vt = ir.VectorType(_F32, width)
     parts = _TILE // width  # vectors per 16 columns
 
-    @intrinsic
-    def tile(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc):
-        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc)
-
-        def codegen(context, builder, signature, args):
-            A_, a_off_, lda_, B_, b_off_, C_, c_off_, ldc_ = args
-            ap = _data(context, builder, signature.args[0], A_)
-            bp = _data(context, builder, signature.args[3], B_)
-            cp = _data(context, builder, signature.args[5], C_)
-            zero = ir.Constant(vt, [0.0] * width)
-            fma = _fma_fn(builder, vt)
-            # acc[r][j][v]: j = 0 even, 1 odd partial sums; v = which vector of the 16 columns.
-            acc = [[[zero] * parts for _ in range(2)] for _ in range(mr)]
-            rows = [builder.add(a_off_, builder.mul(lda_, _const(r))) for r in range(mr)]
-            for p in range(_PAIRS):
-                bv = [[builder.load(_ptr(builder, bp, builder.add(b_off_, _const(2 * _TILE * p + _TILE * j
-                                                                                    + width * v)), vt),
-                                    align=4) for v in range(parts)] for j in range(2)]
-                for r in range(mr):
-                    for j in range(2):
-                        a = builder.load(_ptr(builder, ap, builder.add(rows[r], _const(2 * p + j))))
-                        sa = _splat(builder, a, vt)
-                        acc[r][j] = [builder.call(fma, [sa, bv[j][v], acc[r][j][v]]) for v in range(parts)]
+    def emit(builder, sig, ap, bp, cp, rows, b_off, crow):
+        zero = ir.Constant(vt, [0.0] * width)
+        fma = _fma_fn(builder, vt)
+        # acc[r][j][v]: j = 0 even, 1 odd partial sums; v = which vector of the 16 columns.
+        acc = [[[zero] * parts for _ in range(2)] for _ in range(mr)]
+        arow = [rows(r) for r in range(mr)]
+        for p in range(_PAIRS):
+            bv = _load_b_pair(builder, bp, b_off, p, vt)
             for r in range(mr):
-                crow = builder.add(c_off_, builder.mul(ldc_, _const(r)))
-                for v in range(parts):
-                    cptr = _ptr(builder, cp, builder.add(crow, _const(width * v)), vt)
-                    s = builder.fadd(acc[r][0][v], acc[r][1][v])  # add32(e, o)
-                    builder.store(builder.fadd(builder.load(cptr, align=4), s), cptr, align=4)
-            return context.get_dummy_value()
+                for j in range(2):
+                    sa = _splat(builder, builder.load(_ptr(builder, ap, builder.add(arow[r], _const(2 * p + j)))), vt)
+                    acc[r][j] = [builder.call(fma, [sa, bv[j][v], acc[r][j][v]]) for v in range(parts)]
+        for r in range(mr):
+            c0 = crow(r)
+            for v in range(parts):
+                cptr = _ptr(builder, cp, builder.add(c0, _const(width * v)), vt)
+                s = builder.fadd(acc[r][0][v], acc[r][1][v])  # add32(e, o)
+                builder.store(builder.fadd(builder.load(cptr, align=4), s), cptr, align=4)
 
-        return sig, codegen
-
-    return tile
+    return _body_intrinsic(emit)
 
 
 def float_dot_rows(mr: int, width: int = 8, pairs: int = _PAIRS):
@@ -136,38 +156,23 @@ def float_dot_rows(mr: int, width: int = 8, pairs: int = _PAIRS):
     vt = ir.VectorType(_F32, width)
     parts = _TILE // width
 
-    @intrinsic
-    def dot(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc):
-        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc)
-
-        def codegen(context, builder, signature, args):
-            A_, a_off_, lda_, B_, b_off_, C_, c_off_, ldc_ = args
-            ap = _data(context, builder, signature.args[0], A_)
-            bp = _data(context, builder, signature.args[3], B_)
-            cp = _data(context, builder, signature.args[5], C_)
-            fma = _fma_fn(builder, vt)
-            rows = [builder.add(a_off_, builder.mul(lda_, _const(r))) for r in range(mr)]
-            cptr = [[_ptr(builder, cp, builder.add(builder.add(c_off_, builder.mul(ldc_, _const(r))),
-                                                   _const(width * v)), vt) for v in range(parts)]
-                    for r in range(mr)]
-            acc = [[builder.load(cptr[r][v], align=4) for v in range(parts)] for r in range(mr)]
-            for p in range(pairs):
-                bv = [[builder.load(_ptr(builder, bp, builder.add(b_off_, _const(2 * _TILE * p + _TILE * j
-                                                                                    + width * v)), vt),
-                                    align=4) for v in range(parts)] for j in range(2)]
-                for r in range(mr):
-                    for j in (1, 0):  # the odd (high) element first
-                        a = builder.load(_ptr(builder, ap, builder.add(rows[r], _const(2 * p + j))))
-                        sa = _splat(builder, a, vt)
-                        acc[r] = [builder.call(fma, [sa, bv[j][v], acc[r][v]]) for v in range(parts)]
+    def emit(builder, sig, ap, bp, cp, rows, b_off, crow):
+        fma = _fma_fn(builder, vt)
+        arow = [rows(r) for r in range(mr)]
+        cptr = [[_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vt) for v in range(parts)]
+                for r in range(mr)]
+        acc = [[builder.load(cptr[r][v], align=4) for v in range(parts)] for r in range(mr)]
+        for p in range(pairs):
+            bv = _load_b_pair(builder, bp, b_off, p, vt)
             for r in range(mr):
-                for v in range(parts):
-                    builder.store(acc[r][v], cptr[r][v], align=4)
-            return context.get_dummy_value()
+                for j in (1, 0):  # the odd (high) element first
+                    sa = _splat(builder, builder.load(_ptr(builder, ap, builder.add(arow[r], _const(2 * p + j)))), vt)
+                    acc[r] = [builder.call(fma, [sa, bv[j][v], acc[r][v]]) for v in range(parts)]
+        for r in range(mr):
+            for v in range(parts):
+                builder.store(acc[r][v], cptr[r][v], align=4)
 
-        return sig, codegen
-
-    return dot
+    return _body_intrinsic(emit)
 
 
 def int_tile_rows(mr: int):
@@ -178,45 +183,33 @@ def int_tile_rows(mr: int):
     Each operand is sign- or zero-extended as its dtype says (the S/U letters of the instruction).
     """
 
-    @intrinsic
-    def tile(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc):
-        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc)
-
-        def codegen(context, builder, signature, args):
-            A_, a_off_, lda_, B_, b_off_, C_, c_off_, ldc_ = args
-            a_ext = builder.sext if signature.args[0].dtype.signed else builder.zext
-            b_ext = builder.sext if signature.args[3].dtype.signed else builder.zext
-            ap = _data(context, builder, signature.args[0], A_)
-            bp = _data(context, builder, signature.args[3], B_)
-            cp = _data(context, builder, signature.args[5], C_)
-            v16b = ir.VectorType(ir.IntType(8), 16)
-            v4i = ir.VectorType(_I32, 4)
-            zero = ir.Constant(_V8I, [0] * 8)
-            # acc[r][v]: columns 4v .. 4v+3, each as two lanes (bytes j = 0,1 and j = 2,3).
-            acc = [[zero] * 4 for _ in range(mr)]
-            even = ir.Constant(_V8I, list(range(0, 16, 2)))
-            odd = ir.Constant(_V8I, list(range(1, 16, 2)))
-            rows = [builder.add(a_off_, builder.mul(lda_, _const(r))) for r in range(mr)]
-            for q in range(_PAIRS):
-                bv = [b_ext(builder.load(_ptr(builder, bp, builder.add(b_off_, _const(64 * q + 16 * v)), v16b),
-                                         align=1), _V16I) for v in range(4)]
-                for r in range(mr):
-                    quad = builder.load(_ptr(builder, ap, builder.add(rows[r], _const(4 * q)), _I32), align=1)
-                    av = a_ext(builder.bitcast(_splat(builder, quad, v4i), v16b), _V16I)
-                    for v in range(4):
-                        prod = builder.mul(av, bv[v])
-                        s = builder.add(builder.shuffle_vector(prod, prod, even),
-                                        builder.shuffle_vector(prod, prod, odd))
-                        acc[r][v] = builder.add(acc[r][v], s)
+    def emit(builder, sig, ap, bp, cp, rows, b_off, crow):
+        a_ext = builder.sext if sig.args[0].dtype.signed else builder.zext
+        b_ext = builder.sext if sig.args[3].dtype.signed else builder.zext
+        v16b = ir.VectorType(ir.IntType(8), 16)
+        v4i = ir.VectorType(_I32, 4)
+        zero = ir.Constant(_V8I, [0] * 8)
+        # acc[r][v]: columns 4v .. 4v+3, each as two lanes (bytes j = 0,1 and j = 2,3).
+        acc = [[zero] * 4 for _ in range(mr)]
+        even = ir.Constant(_V8I, list(range(0, 16, 2)))
+        odd = ir.Constant(_V8I, list(range(1, 16, 2)))
+        arow = [rows(r) for r in range(mr)]
+        for q in range(_PAIRS):
+            bv = [b_ext(builder.load(_ptr(builder, bp, builder.add(b_off, _const(64 * q + 16 * v)), v16b),
+                                     align=1), _V16I) for v in range(4)]
             for r in range(mr):
-                crow = builder.add(c_off_, builder.mul(ldc_, _const(r)))
-                for half in range(2):
-                    lo, hi = acc[r][2 * half], acc[r][2 * half + 1]
-                    cols = builder.add(builder.shuffle_vector(lo, hi, even), builder.shuffle_vector(lo, hi, odd))
-                    cptr = _ptr(builder, cp, builder.add(crow, _const(8 * half)), _V8I)
-                    builder.store(builder.add(builder.load(cptr, align=4), cols), cptr, align=4)
-            return context.get_dummy_value()
+                quad = builder.load(_ptr(builder, ap, builder.add(arow[r], _const(4 * q)), _I32), align=1)
+                av = a_ext(builder.bitcast(_splat(builder, quad, v4i), v16b), _V16I)
+                for v in range(4):
+                    prod = builder.mul(av, bv[v])
+                    s = builder.add(builder.shuffle_vector(prod, prod, even), builder.shuffle_vector(prod, prod, odd))
+                    acc[r][v] = builder.add(acc[r][v], s)
+        for r in range(mr):
+            c0 = crow(r)
+            for half in range(2):
+                lo, hi = acc[r][2 * half], acc[r][2 * half + 1]
+                cols = builder.add(builder.shuffle_vector(lo, hi, even), builder.shuffle_vector(lo, hi, odd))
+                cptr = _ptr(builder, cp, builder.add(c0, _const(8 * half)), _V8I)
+                builder.store(builder.add(builder.load(cptr, align=4), cols), cptr, align=4)
 
-        return sig, codegen
-
-    return tile
+    return _body_intrinsic(emit)

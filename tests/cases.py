@@ -8,7 +8,6 @@ the comment beside each says how.
 import numpy as np
 
 
-
 def p2(e):
     return 2.0**e
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from tilegemm.kernels.vector import preferred_width
 
 from tilegemm import inspect
-from tilegemm.kernels.vector import preferred_width
 
 # The stated spill budget: vector registers stored to the stack by one tile multiply's code.
 SPILL_BUDGET = 32

@@ -251,5 +251,6 @@ def amx_asm(dtype="bf16", tiling="2x2") -> str:
     tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(
         cpu="graniterapids", features="+amx-tile,+amx-int8,+amx-bf16,+amx-fp16", opt=2)
     out = tm.emit_assembly(mod)
-    keep = [ln for ln in out.splitlines() if not re.match(r"\s*\.(cfi_|p2align|file|type|size|section|ident|addrsig)", ln)]
+    noise = re.compile(r"\s*\.(cfi_|p2align|file|type|size|section|ident|addrsig)")
+    keep = [ln for ln in out.splitlines() if not noise.match(ln)]
     return "\n".join(keep) + "\n"

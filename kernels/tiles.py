@@ -35,6 +35,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from . import exact, vector
+from ._cache import stamp_with_dependencies
 from .exact import add32, fma32
 from .vector import float_dot_rows, float_tile_rows, int_tile_rows, preferred_width, target_features
 
@@ -104,8 +106,6 @@ def _tile_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
             C[c] = add32(C[c], add32(e, o))
 
 
-
-
 @njit(cache=True, inline="always")
 def _dot_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
     """VDPBF16PS, one rounded binary32 operation at a time: odd product first, then even."""
@@ -146,3 +146,18 @@ def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scra
             else:
                 _dot_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
     return impl
+
+
+@njit(cache=True)
+def tile_instruction(A, B, C, mr, ngroups, nc):
+    """One TDP* instruction on register-shaped operands (the tile-level API's arithmetic).
+
+    ``A``: the A tile as a zero-padded 16-row panel (16 x 32 float32 values, or 16 x 64 bytes),
+    ``B``: one kernel B block, ``C``: the 16 x 16 destination (float32 or int32), updated for its
+    first ``mr`` rows and ``nc`` columns with ``ngroups`` (K4) pairs or quads. Floats take the
+    exact path, which needs no proof about its inputs."""
+    scratch = np.empty(TILE * TILE, C.dtype)
+    tile_multiply(A, 0, A.size // TILE, mr, ngroups, B, 0, C, 0, TILE, nc, scratch, AMX_EXACT)
+
+
+stamp_with_dependencies(tile_instruction, (vector, exact))

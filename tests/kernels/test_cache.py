@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 
+from tilegemm.kernels import _cache
 from tilegemm.kernels import gemm as G
 
 
@@ -11,13 +12,13 @@ def test_gemm_cache_stamp_covers_its_dependencies(tmp_path):
     cache_file = G.gemm._cache._cache_file
     own = G.gemm._cache._impl.locator.get_source_stamp()
     files = [m.__file__ for m in G.DEPENDENCIES]
-    assert cache_file._source_stamp == G.dependency_stamp(own, files)
+    assert cache_file._source_stamp == _cache.dependency_stamp(own, files)
     # An edit to one dependency changes the stamp, so the stale cache entry is not loaded.
     copies = []
     for f in files:
         copies.append(tmp_path / f.split("/")[-1])
         shutil.copy(f, copies[-1])
-    before = G.dependency_stamp(own, copies)
+    before = _cache.dependency_stamp(own, copies)
     with open(copies[0], "a") as f:
         f.write("\n# edited\n")
-    assert G.dependency_stamp(own, copies) != before
+    assert _cache.dependency_stamp(own, copies) != before

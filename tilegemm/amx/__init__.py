@@ -1,0 +1,13 @@
+"""The AMX register file as a Python API: write the seed's intrinsic code in Python, line for line.
+
+- :class:`TileConfig`: the 64-byte LDTILECFG block.
+- :class:`TileUnit`: 8 tile registers, the configuration, counters; one method per instruction.
+- :mod:`tilegemm.amx.intrinsics`: the C names (``_tile_loadd`` ...) over a default unit.
+- :class:`TileFault` and its #UD / #GP / #PF subclasses, raised where the SDM faults.
+"""
+
+from . import intrinsics
+from .config import GPFault, PFFault, TileConfig, TileFault, UDFault
+from .unit import Counters, TileUnit
+
+__all__ = ["TileConfig", "TileUnit", "Counters", "TileFault", "UDFault", "GPFault", "PFFault", "intrinsics"]

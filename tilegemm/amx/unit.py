@@ -1,0 +1,221 @@
+"""One core's AMX tile unit: 8 tile registers, the palette-1 configuration, and counters.
+
+Instructions are methods named after them. Each checks every condition under which the SDM
+raises a fault before it changes anything, so a fault leaves registers, configuration and
+counters exactly as they were. The multiplies run the compiled tile multiply of
+``tilegemm.kernels`` (``tiles.tile_instruction``, the exact arithmetic of SEMANTICS.md), the same
+code the fast ``matmul`` path is tested against bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..formats import get_format
+from .config import COLSB, ROWS, PFFault, TileConfig, UDFault
+
+__all__ = ["TileUnit", "Counters"]
+
+_NUM_TILES = 8
+_MULTIPLIES = {"tdpbf16ps": "bf16", "tdpfp16ps": "fp16", "tdpbssd": "s8s8", "tdpbsud": "s8u8",
+               "tdpbusd": "u8s8", "tdpbuud": "u8u8"}
+
+
+@dataclass
+class Counters:
+    """What the code executed: instructions by mnemonic, bytes moved, multiply-accumulates."""
+
+    instructions: Counter
+    bytes_loaded: int = 0
+    bytes_stored: int = 0
+    macs: int = 0
+
+    @property
+    def tile_loads(self) -> int:
+        return self.instructions["tileloadd"]
+
+    @property
+    def multiplies(self) -> int:
+        return sum(self.instructions[m] for m in _MULTIPLIES)
+
+    @property
+    def load_to_compute(self) -> float:
+        """Tile loads per tile multiply (the seed's 1x1: 2.0)."""
+        return self.tile_loads / self.multiplies if self.multiplies else float("nan")
+
+
+class TileUnit:
+    """The state of one core's tile unit. Memory is a writable 1-D uint8 NumPy array ``buf``,
+    addressed by byte ``offset`` and ``stride`` as C would address it through a pointer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tilegemm.amx import TileConfig, TileUnit
+    >>> u = TileUnit()
+    >>> u.ldtilecfg(TileConfig(rows=(1, 1, 1) + (0,) * 5, colsb=(4, 4, 4) + (0,) * 5))
+    >>> mem = np.zeros(12, np.uint8)
+    >>> mem[0:4] = np.float16([1, 2]).view(np.uint8)  # A: one FP16 pair
+    >>> mem[4:8] = np.float16([3, 4]).view(np.uint8)  # B: one VNNI row with one pair
+    >>> u.tileloadd(1, mem, 0, 4); u.tileloadd(2, mem, 4, 4); u.tilezero(0)
+    >>> u.tdpfp16ps(0, 1, 2)
+    >>> u.tile(0, np.float32)  # 1*3 + 2*4
+    array([[11.]], dtype=float32)
+    """
+
+    def __init__(self):
+        self.tiles = np.zeros((_NUM_TILES, ROWS, COLSB), np.uint8)
+        self.config: TileConfig | None = None
+        self.counters = Counters(Counter())
+
+    # -- state helpers ------------------------------------------------------------------------
+
+    def _shape(self, instr: str, t: int) -> tuple[int, int]:
+        if self.config is None:
+            raise UDFault(instr, t, "tiles are not configured (no LDTILECFG with a palette 1 since "
+                                    "reset or TILERELEASE)")
+        if not isinstance(t, (int, np.integer)) or not 0 <= t < _NUM_TILES:
+            raise UDFault(instr, t, f"tile register {t!r} does not exist (TMM0..TMM7)")
+        rows, colsb = self.config.rows[t], self.config.colsb[t]
+        if rows == 0:
+            raise UDFault(instr, t, "the tile is not configured (rows = colsb = 0)")
+        return rows, colsb
+
+    def _count(self, instr: str, **amounts) -> None:
+        self.counters.instructions[instr] += 1
+        for k, v in amounts.items():
+            setattr(self.counters, k, getattr(self.counters, k) + v)
+
+    @staticmethod
+    def _span(instr, t, buf, offset, stride, rows, colsb) -> np.ndarray:
+        """Byte addresses a load/store touches; #PF if any lies outside ``buf``."""
+        if not isinstance(buf, np.ndarray) or buf.ndim != 1 or buf.dtype != np.uint8:
+            raise TypeError(f"{instr}: memory must be a 1-D uint8 numpy array, got "
+                            f"{type(buf).__name__} {getattr(buf, 'dtype', '')}")
+        starts = int(offset) + int(stride) * np.arange(rows, dtype=np.int64)
+        lo, hi = int(starts.min()), int(starts.max()) + colsb
+        if lo < 0 or hi > buf.size:
+            raise PFFault(instr, t, f"rows reach bytes [{lo}, {hi}) but memory holds [0, {buf.size})")
+        return starts
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def ldtilecfg(self, cfg) -> None:
+        """LDTILECFG: load a :class:`TileConfig` or its 64 bytes; palette 0 releases the tiles."""
+        cfg = TileConfig.from_bytes(cfg) if isinstance(cfg, (bytes, bytearray, np.ndarray)) else cfg
+        if not isinstance(cfg, TileConfig):
+            raise TypeError(f"ldtilecfg takes a TileConfig or 64 bytes, got {type(cfg).__name__}")
+        cfg.validate("ldtilecfg")
+        self._count("ldtilecfg")
+        self.tiles[...] = 0  # LDTILECFG zeroes every tile
+        self.config = None if cfg.palette == 0 else cfg
+
+    def sttilecfg(self) -> bytes:
+        """STTILECFG: the current 64-byte configuration (all zero when unconfigured)."""
+        self._count("sttilecfg")
+        return self.config.to_bytes() if self.config is not None else bytes(64)
+
+    def tilerelease(self) -> None:
+        """TILERELEASE: zero every tile and return to the unconfigured state."""
+        self._count("tilerelease")
+        self.tiles[...] = 0
+        self.config = None
+
+    # -- data movement ------------------------------------------------------------------------
+
+    def tileloadd(self, t: int, buf: np.ndarray, offset: int, stride: int) -> None:
+        """TILELOADD: ``rows`` rows of ``colsb`` bytes from ``buf[offset + r*stride]``; the rest
+        of the register becomes zero."""
+        rows, colsb = self._shape("tileloadd", t)
+        starts = self._span("tileloadd", t, buf, offset, stride, rows, colsb)
+        data = buf[starts[:, None] + np.arange(colsb)]
+        self.tiles[t] = 0
+        self.tiles[t, :rows, :colsb] = data
+        self._count("tileloadd", bytes_loaded=rows * colsb)
+
+    def tilestored(self, t: int, buf: np.ndarray, offset: int, stride: int) -> None:
+        """TILESTORED: the configured rows and bytes of tile ``t`` to ``buf[offset + r*stride]``."""
+        rows, colsb = self._shape("tilestored", t)
+        starts = self._span("tilestored", t, buf, offset, stride, rows, colsb)
+        if not buf.flags.writeable:
+            raise PFFault("tilestored", t, "memory is read-only")
+        buf[starts[:, None] + np.arange(colsb)] = self.tiles[t, :rows, :colsb]
+        self._count("tilestored", bytes_stored=rows * colsb)
+
+    def tilezero(self, t: int) -> None:
+        """TILEZERO: tile ``t`` becomes all zero."""
+        self._shape("tilezero", t)
+        self.tiles[t] = 0
+        self._count("tilezero")
+
+    def tile(self, t: int, dtype=np.uint8) -> np.ndarray:
+        """A copy of tile ``t``'s configured rows and bytes, viewed as ``dtype``."""
+        rows, colsb = self._shape("tile", t)
+        return self.tiles[t, :rows, :colsb].copy().view(dtype)
+
+    # -- the multiplies -----------------------------------------------------------------------
+
+    def _multiply(self, instr: str, dst: int, a: int, b: int) -> None:
+        m, dcolsb = self._shape(instr, dst)
+        arows, acolsb = self._shape(instr, a)
+        brows, bcolsb = self._shape(instr, b)
+        if len({int(dst), int(a), int(b)}) != 3:
+            raise UDFault(instr, dst, f"operands must be three distinct tiles, got tmm{dst}, tmm{a}, tmm{b}")
+        for t, c in ((dst, dcolsb), (a, acolsb), (b, bcolsb)):
+            if c % 4:
+                raise UDFault(instr, t, f"colsb = {c} is not a multiple of 4")
+        k4, n = acolsb // 4, dcolsb // 4
+        if arows != m:
+            raise UDFault(instr, a, f"A has {arows} rows but dst has {m}")
+        if brows != k4:
+            raise UDFault(instr, b, f"B has {brows} rows but A's colsb / 4 = {k4}")
+        if bcolsb != dcolsb:
+            raise UDFault(instr, b, f"B has colsb = {bcolsb} but dst has colsb = {dcolsb}")
+        fmt = get_format(_MULTIPLIES[instr])
+        from ..kernels.tiles import tile_instruction
+
+        C = np.zeros(256, fmt.out)
+        C.reshape(16, 16)[:m, :n] = self.tiles[dst, :m, :dcolsb].view(fmt.out)
+        if fmt.is_float:
+            A = np.zeros((16, 32), np.float32)
+            A[:m, : 2 * k4] = fmt.to_kernel(self.tiles[a, :m, :acolsb].view(np.uint16))
+            bb = self.tiles[b, :k4, :bcolsb].view(np.uint16).reshape(k4, n, 2).transpose(0, 2, 1)
+            B = np.zeros((16, 2, 16), np.float32)
+            B[:k4, :, :n] = fmt.to_kernel(np.ascontiguousarray(bb))
+        else:
+            A = np.zeros((16, 64), fmt.element)
+            A[:m, :acolsb] = self.tiles[a, :m, :acolsb].view(fmt.element)
+            B = np.zeros((16, 16, 4), fmt.b_element)
+            B[:k4, :n] = self.tiles[b, :k4, :bcolsb].view(fmt.b_element).reshape(k4, n, 4)
+        tile_instruction(A.reshape(-1), B.reshape(-1), C, m, k4, n)
+        self.tiles[dst] = 0  # rows M..15 and bytes colsb..63 of dst become zero
+        self.tiles[dst, :m, :dcolsb] = C.reshape(16, 16)[:m, :n].view(np.uint8)
+        self._count(instr, macs=m * n * k4 * fmt.group)
+
+    def tdpbf16ps(self, dst, a, b):
+        """TDPBF16PS: dst (FP32) += a (BF16 pairs) x b (VNNI BF16 pairs)."""
+        self._multiply("tdpbf16ps", dst, a, b)
+
+    def tdpfp16ps(self, dst, a, b):
+        """TDPFP16PS: dst (FP32) += a (FP16 pairs) x b (VNNI FP16 pairs), FP16 denormals kept."""
+        self._multiply("tdpfp16ps", dst, a, b)
+
+    def tdpbssd(self, dst, a, b):
+        """TDPBSSD: dst (INT32) += signed a bytes x signed b bytes, in quads."""
+        self._multiply("tdpbssd", dst, a, b)
+
+    def tdpbsud(self, dst, a, b):
+        """TDPBSUD: signed a x unsigned b."""
+        self._multiply("tdpbsud", dst, a, b)
+
+    def tdpbusd(self, dst, a, b):
+        """TDPBUSD: unsigned a x signed b."""
+        self._multiply("tdpbusd", dst, a, b)
+
+    def tdpbuud(self, dst, a, b):
+        """TDPBUUD: unsigned a x unsigned b."""
+        self._multiply("tdpbuud", dst, a, b)
+

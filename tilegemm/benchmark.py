@@ -408,6 +408,14 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
     r, s = _median_ratio(lambda: pack(b, "bf16"), lambda: matmul(a, packed), repeats)
     add(f"pack of a {n}x{n} B as a share of one BF16 matmul (all threads)", 1 / r, "<= 0.10", 1 / r <= 0.10,
         [1 / x for x in s])
+    from .amx import seed
+
+    a, b = inputs("BF16", 256)
+    seed.gemm_2x2(a[:32, :64], b[:64, :32])  # compile the tile multiply first
+    t0 = time.perf_counter()
+    seed.gemm_2x2(a, b)
+    port = time.perf_counter() - t0
+    add("256^3 BF16 through the seed's 2x2 port on tilegemm.amx (s)", port, "< 5 s", port < 5, [port])
     code = ("import time; t = time.perf_counter(); import numpy as np, tilegemm; "
             "tilegemm.matmul(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)); "
             "print(time.perf_counter() - t)")

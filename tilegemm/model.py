@@ -108,6 +108,23 @@ def report(m=32768, n=32768, k=32768, dtype="int8", measure=1024, threads=None, 
         out(f"{name:24} {blk[0]:>7} x {blk[1]:<6} {t.invocations:13,d} {t.bytes_loaded:14.4g} {t.bytes_per_mac:9.4f}")
     lb = lower_bound(m, n, k, 32 * 48, dtype) / (m * n * k)
     out(f"lower bound 2MNK/sqrt(T) for T = 32 x 48: {lb:.4f} bytes/MAC")
+    out(f"\ncounted: the seed-style ports on tilegemm.amx ({dtype}, 96 x 96 x {4 * get_format(dtype).k_step}), "
+        f"tile loads per tile multiply")
+    out(f"{'kernel':30} {'model':>6} {'counted':>8}")
+    from .amx import seed
+
+    ports = [("1x1", seed.gemm_1x1, {}), ("2x2 (listing as printed)", seed.gemm_2x2, {}),
+             ("2x2 (B tiles resident)", seed.gemm_2x2_resident, {}),
+             ("2x3 (one A, one B register)", seed.gemm_single_buffered, {"R": 2, "C": 3}),
+             ("3x2 (one A, one B register)", seed.gemm_single_buffered, {"R": 3, "C": 2})]
+    for name, port, kw in ports:
+        r, c = (kw["R"], kw["C"]) if kw else (int(name[0]), int(name[2]))
+        counted = seed.count(port, 96, 96, 4 * get_format(dtype).k_step, dtype, **kw).load_to_compute
+        out(f"{name:30} {(r + c) / (r * c):6.3f} {counted:8.3f}")
+    out("The model loads each A and B tile once per K step of a block: (R + C) / (R C) per multiply. "
+        "Counted loads exceed it where a kernel reloads: the printed 2x2 listing reloads TMM6 and TMM7, "
+        "and with a single A and B register every row block reloads the B tiles (2x3: 8 loads per 6 "
+        "multiplies where the model counts 5).")
     rows = []
     if measure:
         rng = np.random.default_rng(0)

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pytest
 from conftest import ALL_DTYPES, assert_bits, operands
 
 import tilegemm
 from tilegemm.amx import intrinsics
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-import seed_kernels as seed  # noqa: E402
+from tilegemm.amx import seed
 
 PORTS = [seed.gemm_1x1, seed.gemm_2x2, seed.gemm_2x2_resident]
 

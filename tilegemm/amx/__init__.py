@@ -3,11 +3,13 @@
 - :class:`TileConfig`: the 64-byte LDTILECFG block.
 - :class:`TileUnit`: 8 tile registers, the configuration, counters; one method per instruction.
 - :mod:`tilegemm.amx.intrinsics`: the C names (``_tile_loadd`` ...) over a default unit.
+- :mod:`tilegemm.amx.seed`: the seed article's kernels ported to the intrinsics.
 - :class:`TileFault` and its #UD / #GP / #PF subclasses, raised where the SDM faults.
 """
 
-from . import intrinsics
+from . import intrinsics, seed
 from .config import GPFault, PFFault, TileConfig, TileFault, UDFault
 from .unit import Counters, TileUnit
 
-__all__ = ["TileConfig", "TileUnit", "Counters", "TileFault", "UDFault", "GPFault", "PFFault", "intrinsics"]
+__all__ = ["TileConfig", "TileUnit", "Counters", "TileFault", "UDFault", "GPFault", "PFFault", "intrinsics",
+           "seed"]

@@ -7,8 +7,7 @@ import pytest
 from conftest import ALL_DTYPES, assert_bits, operands
 
 import tilegemm
-from tilegemm.amx import intrinsics
-from tilegemm.amx import seed
+from tilegemm.amx import intrinsics, seed
 
 PORTS = [seed.gemm_1x1, seed.gemm_2x2, seed.gemm_2x2_resident]
 

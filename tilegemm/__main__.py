@@ -106,6 +106,7 @@ def main(argv=None) -> int:
     bn.add_argument("--threads", type=int, default=None, help="threads for every contender alike")
     bn.add_argument("--budget", type=float, default=30.0, help="seconds per contender and size (default 30)")
     bn.add_argument("--out", default="bench-results", help="folder for bench.json, bench.csv, bench.png")
+    bn.add_argument("--tilings", nargs="+", default=["1x1", "2x2"], help="tilegemm tilings (default: the seed's)")
     bn.add_argument("--targets", action="store_true", help="measure the performance targets instead")
     md = sub.add_parser("model", help="bytes loaded per MAC for the ACE excerpt's strategies and every tiling")
     md.add_argument("--m", type=int, default=32768)

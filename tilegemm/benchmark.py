@@ -79,11 +79,17 @@ def _torch_as(name):
     return prepare
 
 
-def contenders() -> list[Contender]:
-    """Everything the sweep times, group by group."""
+SEED_TILINGS = ("1x1", "2x2")
+
+
+def contenders(tilings=SEED_TILINGS) -> list[Contender]:
+    """Everything the sweep times, group by group (tilegemm with the seed's tilings by default)."""
+    for t in tilings:
+        if t not in TILINGS:
+            raise ValueError(f"unknown tiling {t!r}; valid tilings are {', '.join(TILINGS)}")
     out = []
     for group in GROUPS:
-        for tiling in TILINGS:
+        for tiling in tilings:
             out.append(Contender(f"tilegemm {tiling}", group, _tilegemm(tiling), exact=True))
         if group == "BF16":
             out.append(Contender("tilegemm avx512", group, _tilegemm("2x2", "avx512")))
@@ -185,11 +191,11 @@ def _time(run, reps, warmup=5):
 
 
 def sweep(sizes=(256, 512, 1024, 2048), groups=tuple(GROUPS), threads=None, budget=30.0,
-          progress=None) -> list[Row]:
+          progress=None, tilings=SEED_TILINGS) -> list[Row]:
     """The seed's sweep. A contender projected (from its previous size, n^3 scaling) to exceed
     ``budget`` seconds at a size is skipped there and at every larger size."""
     rows: list[Row] = []
-    todo = [c for c in contenders() if c.group in groups]
+    todo = [c for c in contenders(tilings) if c.group in groups]
     last_time: dict[str, tuple[int, float]] = {}
     dead: dict[str, str] = {}
     # Compile the kernels once, outside every clock.
@@ -447,7 +453,8 @@ def main(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    total = sum(1 for c in contenders() if c.group in groups) * len(args.sizes)
+    tilings = tuple(args.tilings)
+    total = sum(1 for c in contenders(tilings) if c.group in groups) * len(args.sizes)
     console = Console(stderr=True)
     with Progress(TextColumn("{task.description:40}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
@@ -456,7 +463,7 @@ def main(args) -> int:
         def progress(what):
             bar.update(task, description=what, advance=1)
 
-        rows = sweep(tuple(args.sizes), groups, args.threads, args.budget, progress)
+        rows = sweep(tuple(args.sizes), groups, args.threads, args.budget, progress, tilings)
     info = machine_info(args.threads)
     print(f"# {info['cpu']} ({info['llvm_cpu']}), {info['threads']} thread(s), "
           + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, vectorize
 
-__all__ = ["f32_to_bf16", "bf16_to_f32_daz", "fp16_to_f32", "pack_a_float", "pack_a_int",
+__all__ = ["f32_to_bf16", "bf16_to_f32_daz", "fp16_to_f32", "pack_a_float", "pack_a_int", "pack_b",
            "MODE_F32_TO_BF16", "MODE_BF16", "MODE_FP16"]
 
 MODE_F32_TO_BF16, MODE_BF16, MODE_FP16 = 0, 1, 2
@@ -76,28 +76,49 @@ def pack_a_float(src, mode, dst):
     for row in prange(nA * M):
         a = row // M
         m = row % M
-        mt = m // 16
-        mm = m % 16
         rlo, rhi = 255, 0
         for kb in range(-(-K // k_step)):
-            out = dst[a, mt, kb, mm]
-            for kin in range(min(k_step, K - kb * k_step)):
-                x = src[a, m, kb * k_step + kin]
-                if mode == MODE_F32_TO_BF16:
-                    v = bf16_to_f32_daz(f32_to_bf16(np.uint32(x)))
-                elif mode == MODE_BF16:
-                    v = bf16_to_f32_daz(np.uint16(x))
-                else:
-                    v = fp16_to_f32(np.uint16(x))
-                out[kin] = v
-                e = np.int32((v >> 23) & 0xFF)
-                if e != 0 and e != 255:
-                    rlo = min(rlo, e)
-                    rhi = max(rhi, e)
+            out = dst[a, m // 16, kb, m % 16]
+            seg = src[a, m, kb * k_step: min(K, (kb + 1) * k_step)]
+            # One loop per mode, so that each is a straight, vectorizable loop.
+            if mode == MODE_F32_TO_BF16:
+                for kin in range(seg.size):
+                    out[kin] = bf16_to_f32_daz(f32_to_bf16(np.uint32(seg[kin])))
+            elif mode == MODE_BF16:
+                for kin in range(seg.size):
+                    out[kin] = bf16_to_f32_daz(np.uint16(seg[kin]))
+            else:
+                for kin in range(seg.size):
+                    out[kin] = fp16_to_f32(np.uint16(seg[kin]))
+            for kin in range(seg.size):
+                e = np.int32((out[kin] >> 23) & 0xFF)
+                live = e != 0 and e != 255
+                rlo = min(rlo, e if live else 255)
+                rhi = max(rhi, e if live else 0)
         lo[row] = rlo
         hi[row] = rhi
     return lo.min() - 127, hi.max() - 127
 
+
+@njit(cache=True, parallel=True)
+def pack_b(src, dst):
+    """src (nB, K, N) bits -> dst (nB, KB, NB, 16, 16, group) VNNI blocks, zero-filled beyond B.
+
+    Block (kb, nb), row r, column n, slot j holds ``B[kb*16*group + r*group + j][nb*16 + n]``
+    (SEMANTICS.md, "VNNI layout of the B operand"). ``dst`` must be zero-filled."""
+    nB, K, N = src.shape
+    KB, NB, group = dst.shape[1], dst.shape[2], dst.shape[5]
+    for job in prange(nB * KB):
+        b = job // KB
+        kb = job % KB
+        for r in range(16):
+            for j in range(group):
+                k = kb * 16 * group + r * group + j
+                if k >= K:
+                    break
+                for nb in range(NB):
+                    for n in range(min(16, N - nb * 16)):
+                        dst[b, kb, nb, r, n, j] = src[b, k, nb * 16 + n]
 
 @njit(cache=True, parallel=True)
 def pack_a_int(src, dst):

@@ -113,16 +113,15 @@ def pack(b, dtype: str = "bf16") -> PackedB:
 
 
 def _pack_elements(fmt: Format, el: np.ndarray) -> PackedB:
+    """Internal bits (..., K, N) -> PackedB, in one compiled pass (``convert.pack_b``)."""
+    from .convert import pack_b
+
     *batch, K, N = el.shape
     kb = max(1, -(-K // fmt.k_step))
     nb = max(1, -(-N // TILE_N))
-    padded = np.zeros(tuple(batch) + (kb * fmt.k_step, nb * TILE_N), el.dtype)
-    padded[..., :K, :N] = el
-    nd = len(batch)
-    # (..., kb, R, g, nb, n) -> (..., kb, nb, R, n, g): row R of block (kb, nb) holds element
-    # B[kb*k_step + g*R + j][nb*16 + n] at position g*n + j.
-    v = padded.reshape(tuple(batch) + (kb, TILE_ROWS, fmt.group, nb, TILE_N))
-    axes = tuple(range(nd)) + tuple(nd + i for i in (0, 3, 1, 4, 2))
-    blocks = np.ascontiguousarray(v.transpose(axes))
+    nbatch = int(np.prod(batch, dtype=np.int64))
+    blocks = np.zeros((nbatch, kb, nb, TILE_ROWS, TILE_N, fmt.group), el.dtype)
+    if K and N and nbatch:
+        pack_b(el.reshape(nbatch, K, N), blocks)
     data = blocks.view(np.uint8).reshape(tuple(batch) + (kb, nb, TILE_ROWS, 64))
     return PackedB(tuple(batch) + (K, N), fmt.name, data)

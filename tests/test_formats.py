@@ -8,7 +8,7 @@ import pytest
 from conftest import assert_bits
 
 import tilegemm
-from tilegemm.convert import f32_to_bf16, fp16_to_f32
+from tilegemm.convert import f32_to_bf16, f32_to_fp16, fp16_to_f32
 from tilegemm.formats import get_format
 
 ALL16 = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
@@ -87,3 +87,17 @@ def test_all_byte_products(dtype):
     got = tilegemm.matmul(a, b, dtype)
     want = (a.astype(np.int64) * b.astype(np.int64)).astype(np.int32)
     assert_bits(got, want, dtype)
+
+
+def test_f32_to_fp16_rounding_dense_sample():
+    """The compiled float32 -> FP16 rounding matmul uses, against numpy.float16, and end to end."""
+    x = _f32_sample()
+    nan = np.isnan(x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = x.astype(np.float16).view(np.uint16)
+    got = f32_to_fp16(x.view(np.uint32))
+    assert np.array_equal(np.isnan(got.view(np.float16)), nan)
+    assert np.array_equal(got[~nan], want[~nan])
+    finite = x[np.isfinite(x)].reshape(-1, 1)
+    assert_bits(tilegemm.matmul(finite, np.ones((1, 1)), "fp16"),
+                tilegemm.matmul(finite.astype(np.float16), np.ones((1, 1)), "fp16"), "fp16 from float32")

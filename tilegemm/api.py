@@ -174,8 +174,8 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     if tiling == "auto":
         kernel = dispatch.lookup(isa, fmt, dispatch.auto_tiling(M, N))
 
-    # float32 to BF16 is rounded inside the compiled panel pass; everything else converts here.
-    fast_f32 = fmt.name == "bf16" and a.dtype == np.float32
+    # float32 to BF16/FP16 is rounded inside the compiled panel pass; everything else converts here.
+    fast_f32 = fmt.is_float and a.dtype == np.float32
     a_el = a.reshape(a2) if fast_f32 else fmt.to_bits(a, "a").reshape(a2)
     if packed is None:
         b_el = fmt.to_bits(b_arr, "b", b_side=True).reshape(b2)
@@ -201,8 +201,9 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     a_range = None
     if fmt.is_float:
         A = np.zeros(panels, np.uint32)
-        if fast_f32:  # float32 -> BF16 rounding fused into the panel pass
-            a_range = convert.pack_a_float(a.view(np.uint32).reshape(nA, M, K), convert.MODE_F32_TO_BF16, A)
+        if fast_f32:  # float32 -> BF16/FP16 rounding fused into the panel pass
+            mode = convert.MODE_F32_TO_BF16 if fmt.name == "bf16" else convert.MODE_F32_TO_FP16
+            a_range = convert.pack_a_float(a.view(np.uint32).reshape(nA, M, K), mode, A)
         else:
             mode = convert.MODE_BF16 if fmt.name == "bf16" else convert.MODE_FP16
             a_range = convert.pack_a_float(a_el.reshape(nA, M, K), mode, A)

@@ -5,6 +5,7 @@ particular) cannot change a value on the way (SEMANTICS.md: FP16 denormal inputs
 rule is written once, as a Numba ufunc usable from NumPy and from compiled code alike:
 
 - ``f32_to_bf16``: binary32 -> BF16, round to nearest even, as ``ml_dtypes.bfloat16`` does.
+- ``f32_to_fp16``: binary32 -> binary16, round to nearest even, as ``numpy.float16`` does.
 - ``bf16_to_f32_daz``: BF16 -> binary32, exact, with a denormal read as a zero of its sign (DAZ).
 - ``fp16_to_f32``: binary16 -> binary32, exact, denormals kept (they are normal in binary32).
 
@@ -20,9 +21,9 @@ import numpy as np
 from numba import njit, prange, vectorize
 
 __all__ = ["f32_to_bf16", "bf16_to_f32_daz", "fp16_to_f32", "pack_a_float", "pack_a_int", "pack_b",
-           "MODE_F32_TO_BF16", "MODE_BF16", "MODE_FP16"]
+           "f32_to_fp16", "MODE_F32_TO_BF16", "MODE_BF16", "MODE_FP16", "MODE_F32_TO_FP16"]
 
-MODE_F32_TO_BF16, MODE_BF16, MODE_FP16 = 0, 1, 2
+MODE_F32_TO_BF16, MODE_BF16, MODE_FP16, MODE_F32_TO_FP16 = 0, 1, 2, 3
 
 
 @vectorize(["uint16(uint32)"], cache=True)
@@ -31,6 +32,30 @@ def f32_to_bf16(bits):
     if (bits & 0x7F800000) == 0x7F800000 and (bits & 0x007FFFFF) != 0:
         return np.uint16(((bits >> 16) & 0x8000) | 0x7FC0)
     return np.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+
+
+@vectorize(["uint16(uint32)"], cache=True)
+def f32_to_fp16(bits):
+    """binary32 bits -> binary16 bits, RNE, overflow to infinity, denormals rounded in place."""
+    sign = (bits >> 16) & 0x8000
+    ax = bits & 0x7FFFFFFF
+    if ax > 0x7F800000:  # NaN: a quiet NaN of the same sign
+        return np.uint16(sign | 0x7E00)
+    if ax >= 0x477FF000:  # 65520 and up (the midpoint 65504 | 65536 ties to even): infinity
+        return np.uint16(sign | 0x7C00)
+    if ax >= 0x38800000:  # a binary16 normal: rebias the exponent, round 13 bits away
+        return np.uint16(sign | ((ax - 0x38000000 + 0x0FFF + ((ax >> 13) & 1)) >> 13))
+    if ax <= 0x33000000:  # at most 2^-25, the midpoint 0 | 2^-24: zero
+        return np.uint16(sign)
+    e = ax >> 23
+    mant = (ax & 0x7FFFFF) | 0x800000  # value = mant * 2^(e - 150) = mant >> (126 - e) units of 2^-24
+    shift = 126 - e
+    r = mant >> shift
+    rem = mant & ((np.uint32(1) << shift) - 1)
+    half = np.uint32(1) << (shift - 1)
+    if rem > half or (rem == half and (r & 1) == 1):
+        r += 1
+    return np.uint16(sign | r)
 
 
 @vectorize(["uint32(uint16)"], cache=True)
@@ -64,7 +89,7 @@ def fp16_to_f32(h):
 
 @njit(cache=True, parallel=True)
 def pack_a_float(src, mode, dst):
-    """src (nA, M, K) bits (uint32 binary32 for MODE_F32_TO_BF16, else uint16) -> dst panels.
+    """src (nA, M, K) bits (uint32 binary32 for MODE_F32_TO_*, else uint16) -> dst panels.
 
     ``dst`` is uint32 (the float32 bits) of shape (nA, MT, KB, 16, k_step), zero-filled. Returns
     the smallest and largest unbiased exponent of the non-zero finite values (min > max: none).
@@ -87,6 +112,9 @@ def pack_a_float(src, mode, dst):
             elif mode == MODE_BF16:
                 for kin in range(seg.size):
                     out[kin] = bf16_to_f32_daz(np.uint16(seg[kin]))
+            elif mode == MODE_F32_TO_FP16:
+                for kin in range(seg.size):
+                    out[kin] = fp16_to_f32(f32_to_fp16(np.uint32(seg[kin])))
             else:
                 for kin in range(seg.size):
                     out[kin] = fp16_to_f32(np.uint16(seg[kin]))

@@ -149,6 +149,27 @@ def pack_b(src, dst):
                         dst[b, kb, nb, r, n, j] = src[b, k, nb * 16 + n]
 
 @njit(cache=True, parallel=True)
+def exponent_bounds(bits):
+    """Smallest and largest biased exponent of the non-zero finite binary32 values in ``bits``
+    (a flat uint32 array), in one pass without temporaries; (255, 0) when there are none."""
+    chunks = 64
+    lo = np.full(chunks, 255, np.int32)
+    hi = np.zeros(chunks, np.int32)
+    size = bits.size
+    step = -(-size // chunks)
+    for c in prange(chunks):
+        rlo, rhi = 255, 0
+        for i in range(c * step, min(size, (c + 1) * step)):
+            e = np.int32((bits[i] >> 23) & 0xFF)
+            live = e != 0 and e != 255
+            rlo = min(rlo, e if live else 255)
+            rhi = max(rhi, e if live else 0)
+        lo[c] = rlo
+        hi[c] = rhi
+    return lo.min(), hi.max()
+
+
+@njit(cache=True, parallel=True)
 def pack_a_int(src, dst):
     """src (nA, M, K) int8/uint8 -> dst panels (nA, MT, KB, 16, 64), zero-filled."""
     nA, M, K = src.shape

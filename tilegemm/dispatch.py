@@ -121,13 +121,12 @@ def exponent_range(x: np.ndarray) -> tuple[int, int] | None:
 
     Denormals must already have been read as zero (they are, for the kernels' operands).
     """
+    from .convert import exponent_bounds
+
     if x.size == 0:
         return None
-    e = ((x.view(np.uint32) >> 23) & 0xFF).astype(np.uint8).ravel()
-    live = e[(e != 0) & (e != 0xFF)]
-    if live.size == 0:
-        return None
-    return int(live.min()) - 127, int(live.max()) - 127
+    lo, hi = exponent_bounds(np.ascontiguousarray(x).view(np.uint32).reshape(-1))
+    return None if lo > hi else (int(lo) - 127, int(hi) - 127)
 
 
 def fast_path_ok(fmt: Format, a_range, b_range, c_range=None) -> bool:

@@ -150,15 +150,15 @@ class Format:
         el = self.to_element(x, operand, b_side)
         return el.view(np.uint16) if self.is_float else el
 
-    def to_kernel(self, bits: np.ndarray) -> np.ndarray:
-        """Internal bits -> what the kernels read (same shape)."""
+    def to_kernel(self, bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Internal bits -> what the kernels read (same shape; into ``out`` when given)."""
         if not self.is_float:
             return bits
-        if self.name == "bf16":
-            # Exact widening, then DAZ: a BF16 denormal input is read as a zero of its sign.
-            return bf16_to_f32_daz(bits).view(np.float32)
-        # FP16 -> FP32 is exact and keeps FP16 denormals (they are normal in binary32).
-        return fp16_to_f32(bits).view(np.float32)
+        # BF16: exact widening, then DAZ (a BF16 denormal input is read as a zero of its sign).
+        # FP16: exact, and FP16 denormals are kept (they are normal in binary32).
+        widen = bf16_to_f32_daz if self.name == "bf16" else fp16_to_f32
+        target = None if out is None else out.view(np.uint32)
+        return widen(bits, out=target).view(np.float32) if target is not None else widen(bits).view(np.float32)
 
 
 def daz(x: np.ndarray) -> np.ndarray:

@@ -86,8 +86,12 @@ class PackedB:
             el = self.elements()
             flat = el.reshape((-1,) + el.shape[-5:]).swapaxes(1, 2)
             if self.format.is_float:
-                flat = self.format.to_kernel(flat.swapaxes(-1, -2))
-            self._kernel_b = np.ascontiguousarray(flat)
+                flat = flat.swapaxes(-1, -2)
+                out = np.empty(flat.shape, np.float32)  # written once, in the final order
+                self.format.to_kernel(flat, out=out)
+                self._kernel_b = out
+            else:
+                self._kernel_b = np.ascontiguousarray(flat)
         return self._kernel_b
 
 

@@ -87,6 +87,15 @@ def fp16_to_f32(h):
     return sign | (e << 23) | ((man & 0x3FF) << 13)
 
 
+@njit(cache=True, inline="always")
+def _exponent_update(bits, lo, hi):
+    """Fold one binary32 pattern's biased exponent into (lo, hi), skipping zeros, denormals,
+    infinities and NaNs. Branch-free, so the loops around it vectorize."""
+    e = np.int32((bits >> 23) & 0xFF)
+    live = e != 0 and e != 255
+    return min(lo, e if live else 255), max(hi, e if live else 0)
+
+
 @njit(cache=True, parallel=True)
 def pack_a_float(src, mode, dst):
     """src (nA, M, K) bits (uint32 binary32 for MODE_F32_TO_*, else uint16) -> dst panels.
@@ -119,10 +128,7 @@ def pack_a_float(src, mode, dst):
                 for kin in range(seg.size):
                     out[kin] = fp16_to_f32(np.uint16(seg[kin]))
             for kin in range(seg.size):
-                e = np.int32((out[kin] >> 23) & 0xFF)
-                live = e != 0 and e != 255
-                rlo = min(rlo, e if live else 255)
-                rhi = max(rhi, e if live else 0)
+                rlo, rhi = _exponent_update(out[kin], rlo, rhi)
         lo[row] = rlo
         hi[row] = rhi
     return lo.min() - 127, hi.max() - 127
@@ -160,10 +166,7 @@ def exponent_bounds(bits):
     for c in prange(chunks):
         rlo, rhi = 255, 0
         for i in range(c * step, min(size, (c + 1) * step)):
-            e = np.int32((bits[i] >> 23) & 0xFF)
-            live = e != 0 and e != 255
-            rlo = min(rlo, e if live else 255)
-            rhi = max(rhi, e if live else 0)
+            rlo, rhi = _exponent_update(bits[i], rlo, rhi)
         lo[c] = rlo
         hi[c] = rhi
     return lo.min(), hi.max()

@@ -5,10 +5,12 @@
 - ``vector.py``: the register-blocked vector bodies, as explicit LLVM vector IR.
 - ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state.
 
-The contract of ``gemm.gemm`` (the framework in ``tilegemm/`` prepares the operands and looks the
-kernel up in ``tilegemm.dispatch``; a kernel never converts, packs or checks input):
+The contract of the entry points in ``gemm.py`` (``gemm_amx_fast``, ``gemm_amx_exact``,
+``gemm_avx512_fast``, ``gemm_avx512_exact``, ``gemm_int``; the framework in ``tilegemm/``
+prepares the operands and looks the kernel up in ``tilegemm.dispatch``; a kernel never converts,
+packs or checks input):
 
-``gemm(A, B, C, ia, ib, k, rows, cols, variant)``
+``gemm_*(A, B, C, ia, ib, k, rows, cols)``
 
 - ``A``: ``(nA, M_tiles, KB, 16, k_step)`` C-contiguous panels (one 16-row tile of A per K
   step, contiguous), the kernel element type (exact float32 values, or int8/uint8), zero-padded
@@ -19,9 +21,9 @@ kernel up in ``tilegemm.dispatch``; a kernel never converts, packs or checks inp
   caller's C already read with DAZ). Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.
 - ``k``: the true K (the tail rule of SEMANTICS.md needs it).
 - ``rows``, ``cols``: the tiling, in C tiles of 16 x 16 per superblock (``1, 1`` or ``2, 2``).
-- ``variant``: float kernels only; 0 = the exact path (scalar fma32/add32 with DAZ/FTZ, any
-  input), 1 = the fast path, valid only when ``tilegemm.dispatch.fast_path_ok`` has proven that
-  no result can be tiny and no product can overflow (then plain FMA code gives the same bits).
+- ``*_exact``: scalar fma32/add32 with DAZ/FTZ, for any input; ``*_fast``: vector FMA code,
+  valid only when ``tilegemm.dispatch.fast_path_ok`` has proven that no result can be tiny and no
+  product can overflow (then plain FMA code gives the same bits).
 
 Superblocks are distributed with ``prange``; every tiling and thread count gives the same bits
 because each C element's arithmetic is fixed by SEMANTICS.md, not by the visiting order.

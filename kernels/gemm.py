@@ -4,8 +4,8 @@ One superblock (``rows`` x ``cols`` C tiles of 16 x 16: the seed's 1x1 or 2x2) i
 iteration, standing in for the seed's OpenMP loop, for one chunk of ``K_CHUNK`` K steps. Inside
 it, K advances one full tile step at a time and each step issues the superblock's tile
 multiplies in the seed's order (C00, C01, C10, C11 for 2x2). Which tile multiply runs is chosen
-at compile time from the operand types (``tiles.tile_multiply``): float32 C for
-TDPBF16PS/TDPFP16PS, int32 C for TDPB*D.
+at compile time (``tiles.tile_multiply``) from the operand types (float32 C for
+TDPBF16PS/TDPFP16PS, int32 C for TDPB*D) and from the entry point's variant constant.
 
 Operand layouts are the contract in ``kernels/__init__.py``.
 """
@@ -17,7 +17,7 @@ from numba import njit, prange
 
 from . import exact, tiles, vector
 from ._cache import stamp_with_dependencies
-from .tiles import TILE, tile_multiply
+from .tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST, TILE, tile_multiply
 
 # K steps per pass over all superblocks. Blocking K keeps the B blocks of a pass (K_CHUNK x N)
 # near the core while a row of superblocks reuses them; measured at n = 2048 on one thread
@@ -25,8 +25,8 @@ from .tiles import TILE, tile_multiply
 K_CHUNK = 8
 
 
-@njit(cache=True, parallel=True)
-def gemm(A, B, C, ia, ib, k, rows, cols, variant):
+@njit(inline="always")
+def _gemm(A, B, C, ia, ib, k, rows, cols, variant):
     nC, M, N = C.shape
     MT, NB, KB = A.shape[1], B.shape[1], B.shape[2]
     block = B.shape[3] * B.shape[4] * B.shape[5]  # elements of one kernel B block
@@ -70,5 +70,34 @@ def _superblock(Af, Bf, Cf, ia, ib, k, rows, cols, variant, job, sm, sn, M, N, M
                               min(TILE, N - n0), scratch, variant)
 
 
+# One compiled entry point per variant: the variant is a constant in each, so each compiles
+# (and is cached) with only the arithmetic it runs, and a call never re-dispatches on a value.
+@njit(cache=True, parallel=True)
+def gemm_amx_fast(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_FAST)
+
+
+@njit(cache=True, parallel=True)
+def gemm_amx_exact(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT)
+
+
+@njit(cache=True, parallel=True)
+def gemm_avx512_fast(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, AVX512_FAST)
+
+
+@njit(cache=True, parallel=True)
+def gemm_avx512_exact(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, AVX512_EXACT)
+
+
+@njit(cache=True, parallel=True)
+def gemm_int(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT)  # integer tiles have a single body
+
+
+ENTRY_POINTS = (gemm_amx_fast, gemm_amx_exact, gemm_avx512_fast, gemm_avx512_exact, gemm_int)
 DEPENDENCIES = (tiles, vector, exact)
-stamp_with_dependencies(gemm, DEPENDENCIES)
+for _fn in ENTRY_POINTS:
+    stamp_with_dependencies(_fn, DEPENDENCIES)

@@ -125,12 +125,32 @@ def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scrat
     raise NotImplementedError("only callable from compiled code")
 
 
-@overload(tile_multiply, inline="always")
+@overload(tile_multiply, inline="always", prefer_literal=True)
 def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
     if isinstance(C.dtype, types.Integer):
         def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
             _tile_int(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
-    else:
+        return impl
+    # ``gemm`` passes the variant as a compile-time literal, so each variant compiles (and is
+    # cached) on its own: a call compiles only the arithmetic it runs.
+    v = getattr(variant, "literal_value", None)
+    if v == AMX_FAST:
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+            _tile_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+    elif v == AMX_EXACT:
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+            _tile_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
+    elif v == AVX512_FAST:
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+            if ngroups == _PAIRS:
+                _dot_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+            else:  # the last K step runs exactly ceil(remaining / 2) pairs, one at a time
+                for p in range(ngroups):
+                    _dot_fast_pair(A, a_off + 2 * p, lda, mr, B, b_off + 2 * TILE * p, C, c_off, ldc, nc, scratch)
+    elif v == AVX512_EXACT:
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+            _dot_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
+    else:  # not a literal (a caller that does not specialize): every variant, chosen at run time
         def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
             if variant == AMX_FAST:
                 _tile_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
@@ -139,10 +159,10 @@ def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scra
             elif variant == AVX512_FAST:
                 if ngroups == _PAIRS:
                     _dot_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
-                else:  # the last K step runs exactly ceil(remaining / 2) pairs, one at a time
+                else:
                     for p in range(ngroups):
-                        _dot_fast_pair(A, a_off + 2 * p, lda, mr, B, b_off + 2 * TILE * p, C, c_off, ldc,
-                                       nc, scratch)
+                        _dot_fast_pair(A, a_off + 2 * p, lda, mr, B, b_off + 2 * TILE * p, C, c_off, ldc, nc,
+                                       scratch)
             else:
                 _dot_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
     return impl

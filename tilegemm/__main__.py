@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from . import dispatch, reference
+from . import reference
 from .api import matmul
 from .compare import bitdiff
 from .formats import FORMATS
@@ -47,7 +47,7 @@ def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> in
         m, n, k = check
         ca, cb = _operands(fmt, m, k, n, rng)
         want = reference.matmul(ca, cb, name)
-        for tiling in dispatch.TILINGS:
+        for tiling in ("1x1", "2x2"):  # the seed's two; every tiling is in the test suite
             ok = bitdiff(matmul(ca, cb, name, tiling), want).identical
             failures += not ok
             for size in sizes:

@@ -216,14 +216,15 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     ia = _batch_index(a_batch, batch)
     ib = _batch_index(b2[:-2], batch)
 
-    variant = 0
+    loop = kernel.fast
     if fmt.is_float:
         c_range = dispatch.exponent_range(C3) if accumulate else None
         if packed._stats is None:
             packed._stats = dispatch.exponent_range(B)
-        variant = kernel.variants[int(dispatch.fast_path_ok(fmt, a_range, packed._stats, c_range))]
+        if not dispatch.fast_path_ok(fmt, a_range, packed._stats, c_range):
+            loop = kernel.exact
 
     with _LAUNCH, _numba_threads(threads):
-        kernel.fn(A, B, C3, ia, ib, K, kernel.rows, kernel.cols, variant)
+        loop(A, B, C3, ia, ib, K, kernel.rows, kernel.cols)
     return C
 

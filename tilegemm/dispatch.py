@@ -35,10 +35,10 @@ class Kernel:
     """One table entry: the compiled loop and the tiling it is run with."""
 
     name: str
-    fn: Callable
+    exact: Callable  # the compiled loop for any input
+    fast: Callable  # the compiled loop for inputs that pass ``fast_path_ok``
     rows: int
     cols: int
-    variants: tuple[int, int] = (0, 1)  # the kernel's ``variant`` for (exact, fast)
 
     @property
     def superblock(self) -> tuple[int, int]:
@@ -47,18 +47,20 @@ class Kernel:
 
 
 def _build_table() -> dict[tuple[str, str, str], Kernel]:
-    from .kernels.gemm import gemm
-    from .kernels.tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST
+    from .kernels import gemm as g
 
     table = {}
     for tiling in TILINGS:
         r, c = (int(x) for x in tiling.split("x"))
         for name, fmt in FORMATS.items():
-            body = "fp32fma" if fmt.is_float else "i8dot"
-            table[("amx", name, tiling)] = Kernel(f"gemm_{body}_{tiling}", gemm, r, c, (AMX_EXACT, AMX_FAST))
+            if fmt.is_float:
+                k = Kernel(f"gemm_fp32fma_{tiling}", g.gemm_amx_exact, g.gemm_amx_fast, r, c)
+            else:
+                k = Kernel(f"gemm_i8dot_{tiling}", g.gemm_int, g.gemm_int, r, c)
+            table[("amx", name, tiling)] = k
         # VDPBF16PS has no tile registers: the tiling only orders the C blocks (bits unaffected).
-        table[("avx512", "bf16", tiling)] = Kernel(f"gemm_vdpbf16ps_{tiling}", gemm, r, c,
-                                                   (AVX512_EXACT, AVX512_FAST))
+        table[("avx512", "bf16", tiling)] = Kernel(f"gemm_vdpbf16ps_{tiling}", g.gemm_avx512_exact,
+                                                   g.gemm_avx512_fast, r, c)
     return table
 
 

@@ -48,13 +48,12 @@ def _probe(dtype, isa):
     import numpy as np
     from numba import njit
 
-    from .kernels import tiles
+    from .kernels import gemm, tiles
 
     fmt = get_format(dtype)
     kern = dispatch.lookup(isa, fmt, "2x2")
-    fast = kern.variants[1]
     if fmt.is_float:
-        body = {tiles.AMX_FAST: tiles._tile_fast_float, tiles.AVX512_FAST: tiles._dot_fast_float}[fast]
+        body = tiles._dot_fast_float if kern.fast is gemm.gemm_avx512_fast else tiles._tile_fast_float
         A = np.zeros(16 * 32, np.float32)
         B = np.zeros(512, np.float32)
         C = np.zeros(256, np.float32)

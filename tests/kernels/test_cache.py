@@ -9,8 +9,8 @@ from tilegemm.kernels import gemm as G
 
 
 def test_gemm_cache_stamp_covers_its_dependencies(tmp_path):
-    cache_file = G.gemm._cache._cache_file
-    own = G.gemm._cache._impl.locator.get_source_stamp()
+    cache_file = G.gemm_amx_fast._cache._cache_file
+    own = G.gemm_amx_fast._cache._impl.locator.get_source_stamp()
     files = [m.__file__ for m in G.DEPENDENCIES]
     assert cache_file._source_stamp == _cache.dependency_stamp(own, files)
     # An edit to one dependency changes the stamp, so the stale cache entry is not loaded.

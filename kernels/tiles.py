@@ -120,6 +120,33 @@ def _dot_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
             C[c] = acc
 
 
+@njit(inline="always")
+def _amx_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+    _tile_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+
+
+@njit(inline="always")
+def _amx_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+    _tile_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
+
+
+@njit(inline="always")
+def _avx512_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+    if ngroups == _PAIRS:
+        _dot_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+    else:  # the last K step runs exactly ceil(remaining / 2) pairs, one at a time
+        for p in range(ngroups):
+            _dot_fast_pair(A, a_off + 2 * p, lda, mr, B, b_off + 2 * TILE * p, C, c_off, ldc, nc, scratch)
+
+
+@njit(inline="always")
+def _avx512_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+    _dot_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
+
+
+_FLOAT_BODIES = {AMX_FAST: _amx_fast, AMX_EXACT: _amx_exact, AVX512_FAST: _avx512_fast, AVX512_EXACT: _avx512_exact}
+
+
 def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
     """``C[mr x nc] += A[mr x k_step] @ B-block``; resolved at compile time by C's dtype."""
     raise NotImplementedError("only callable from compiled code")
@@ -131,40 +158,15 @@ def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scra
         def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
             _tile_int(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
         return impl
-    # ``gemm`` passes the variant as a compile-time literal, so each variant compiles (and is
-    # cached) on its own: a call compiles only the arithmetic it runs.
-    v = getattr(variant, "literal_value", None)
-    if v == AMX_FAST:
-        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
-            _tile_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
-    elif v == AMX_EXACT:
-        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
-            _tile_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
-    elif v == AVX512_FAST:
-        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
-            if ngroups == _PAIRS:
-                _dot_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
-            else:  # the last K step runs exactly ceil(remaining / 2) pairs, one at a time
-                for p in range(ngroups):
-                    _dot_fast_pair(A, a_off + 2 * p, lda, mr, B, b_off + 2 * TILE * p, C, c_off, ldc, nc, scratch)
-    elif v == AVX512_EXACT:
-        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
-            _dot_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
-    else:  # not a literal (a caller that does not specialize): every variant, chosen at run time
-        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
-            if variant == AMX_FAST:
-                _tile_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
-            elif variant == AMX_EXACT:
-                _tile_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
-            elif variant == AVX512_FAST:
-                if ngroups == _PAIRS:
-                    _dot_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
-                else:
-                    for p in range(ngroups):
-                        _dot_fast_pair(A, a_off + 2 * p, lda, mr, B, b_off + 2 * TILE * p, C, c_off, ldc, nc,
-                                       scratch)
-            else:
-                _dot_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
+    # Every caller passes the variant as a compile-time constant, so each entry point compiles
+    # (and caches) only the arithmetic it runs.
+    body = _FLOAT_BODIES.get(getattr(variant, "literal_value", None))
+    if body is None:
+        raise TypeError(f"tile_multiply needs a constant variant of {sorted(_FLOAT_BODIES)}, got {variant}")
+
+    def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+        body(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch)
+
     return impl
 
 

@@ -60,3 +60,9 @@ def test_report_runs_every_tiling(capsys):
     assert "AMX six accumulators" in out and "lower bound" in out
     assert [r["tiling"] for r in rows] == list(__import__("tilegemm").TILINGS)
     assert all(r["gflops"] > 0 for r in rows)
+
+
+def test_report_measures_unsigned_dtypes(capsys):
+    # Operands come from Format.sample, which respects each operand's signedness.
+    rows = model.report(32, 32, 32, "u8u8", measure=32)
+    assert len(rows) == len(__import__("tilegemm").TILINGS)

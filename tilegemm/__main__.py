@@ -20,14 +20,6 @@ from .formats import FORMATS
 from .packing import pack
 
 
-def _operands(fmt, m, k, n, rng):
-    if fmt.is_float:
-        return rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
-    ia, ib = np.iinfo(fmt.element), np.iinfo(fmt.b_element)
-    return (rng.integers(ia.min, ia.max + 1, (m, k)).astype(fmt.element),
-            rng.integers(ib.min, ib.max + 1, (k, n)).astype(fmt.b_element))
-
-
 def _gflops(fn, flops, min_time=0.2, max_reps=50):
     fn()  # warm-up (and compilation, the first time)
     reps, t0 = 0, time.perf_counter()
@@ -45,13 +37,13 @@ def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> in
     failures = 0
     for name, fmt in FORMATS.items():
         m, n, k = check
-        ca, cb = _operands(fmt, m, k, n, rng)
+        ca, cb = fmt.sample(m, k, n, rng)
         want = reference.matmul(ca, cb, name)
         for tiling in ("1x1", "2x2"):  # the seed's two; every tiling is in the test suite
             ok = bitdiff(matmul(ca, cb, name, tiling), want).identical
             failures += not ok
             for size in sizes:
-                a, b = _operands(fmt, size, size, size, rng)
+                a, b = fmt.sample(size, size, size, rng)
                 packed = pack(b, name)
                 got = matmul(a, packed, tiling=tiling)
                 rate = _gflops(lambda: matmul(a, packed, tiling=tiling), 2.0 * size**3)

@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit, prange, vectorize
 
 __all__ = ["f32_to_bf16", "bf16_to_f32_daz", "fp16_to_f32", "pack_a_float", "pack_a_int", "pack_b",
-           "f32_to_fp16", "MODE_F32_TO_BF16", "MODE_BF16", "MODE_FP16", "MODE_F32_TO_FP16"]
+           "exponent_bounds", "f32_to_fp16", "MODE_F32_TO_BF16", "MODE_BF16", "MODE_FP16", "MODE_F32_TO_FP16"]
 
 MODE_F32_TO_BF16, MODE_BF16, MODE_FP16, MODE_F32_TO_FP16 = 0, 1, 2, 3
 

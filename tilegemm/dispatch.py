@@ -40,11 +40,6 @@ class Kernel:
     rows: int
     cols: int
 
-    @property
-    def superblock(self) -> tuple[int, int]:
-        """Output elements per superblock (one ``prange`` iteration): rows x columns."""
-        return 16 * self.rows, 16 * self.cols
-
 
 def _build_table() -> dict[tuple[str, str, str], Kernel]:
     from .kernels import gemm as g

@@ -91,6 +91,15 @@ class Format:
             return np.dtype(np.uint16)
         return np.dtype(self.b_code if b_side else self.a_code)
 
+    def sample(self, m: int, k: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Random operands a caller would pass (m x k and k x n): float32 normals for the float
+        formats, integers over each operand's whole 8-bit range for the int8 ones."""
+        if self.is_float:
+            return (rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32))
+        ia, ib = np.iinfo(self.element), np.iinfo(self.b_element)
+        return (rng.integers(ia.min, ia.max + 1, (m, k)).astype(self.element),
+                rng.integers(ib.min, ib.max + 1, (k, n)).astype(self.b_element))
+
     # -- conversions -------------------------------------------------------------------------
 
     def to_element(self, x: np.ndarray, operand: str, b_side: bool = False) -> np.ndarray:

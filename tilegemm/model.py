@@ -127,12 +127,8 @@ def report(m=32768, n=32768, k=32768, dtype="int8", measure=1024, threads=None, 
         "multiplies where the model counts 5).")
     rows = []
     if measure:
-        rng = np.random.default_rng(0)
         s = measure
-        if get_format(dtype).is_float:
-            a, b = rng.standard_normal((s, s)).astype(np.float32), rng.standard_normal((s, s)).astype(np.float32)
-        else:
-            a, b = rng.integers(-128, 128, (s, s)).astype(np.int8), rng.integers(-128, 128, (s, s)).astype(np.int8)
+        a, b = get_format(dtype).sample(s, s, s, np.random.default_rng(0))
         packed = pack(b, dtype)
         out(f"\nmeasured: {s} x {s} x {s} {dtype}, prepacked B. The model counts what AMX "
             f"code loads into tile registers; the emulator has no tile registers, so its speed shows "

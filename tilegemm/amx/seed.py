@@ -225,12 +225,7 @@ def gemm_single_buffered(a, b, dtype="bf16", R=2, C=3):
 def count(port, m, n, k, dtype="int8", **kw):
     """Run ``port`` on random m x k and k x n inputs on a fresh default unit; return its counters."""
     fmt = get_format(dtype)
-    rng = np.random.default_rng(0)
-    if fmt.is_float:
-        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
-    else:
-        a = rng.integers(np.iinfo(fmt.element).min, np.iinfo(fmt.element).max + 1, (m, k))
-        b = rng.integers(np.iinfo(fmt.b_element).min, np.iinfo(fmt.b_element).max + 1, (k, n))
+    a, b = fmt.sample(m, k, n, np.random.default_rng(0))
     unit = amx.reset()
     port(a, b, fmt.name, **kw)
     return unit.counters

@@ -31,4 +31,3 @@ def test_contender(benchmark, contender, n):
     run()  # compile and warm up outside the timing
     benchmark.pedantic(run, rounds=max(3, tb.reps_for(n) // 2), warmup_rounds=1)
     benchmark.extra_info["gflops_per_second_at_mean"] = 2.0 * n**3 / benchmark.stats.stats.mean / 1e9
-

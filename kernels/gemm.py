@@ -37,13 +37,36 @@ def _gemm(A, B, C, ia, ib, k, rows, cols, variant):
     sn = -(-N // (TILE * cols))
     for kc0 in range(0, KB, K_CHUNK):  # serial: every C element still sees its K steps in order
         for job in prange(nC * sm * sn):
-            _superblock(Af, Bf, Cf, ia, ib, k, rows, cols, variant, job, sm, sn, M, N, MT, NB, KB,
-                        k_step, block, group, kc0, min(kc0 + K_CHUNK, KB))
+            _superblock(
+                Af,
+                Bf,
+                Cf,
+                ia,
+                ib,
+                k,
+                rows,
+                cols,
+                variant,
+                job,
+                sm,
+                sn,
+                M,
+                N,
+                MT,
+                NB,
+                KB,
+                k_step,
+                block,
+                group,
+                kc0,
+                min(kc0 + K_CHUNK, KB),
+            )
 
 
 @njit(cache=True, inline="always")
-def _superblock(Af, Bf, Cf, ia, ib, k, rows, cols, variant, job, sm, sn, M, N, MT, NB, KB, k_step, block,
-                group, kb_start, kb_stop):
+def _superblock(
+    Af, Bf, Cf, ia, ib, k, rows, cols, variant, job, sm, sn, M, N, MT, NB, KB, k_step, block, group, kb_start, kb_stop
+):
     ci = job // (sm * sn)
     bm = (job // sn) % sm
     bn = job % sn
@@ -66,8 +89,9 @@ def _superblock(Af, Bf, Cf, ia, ib, k, rows, cols, variant, job, sm, sn, M, N, M
                     break
                 b_off = ((bi * NB + n0 // TILE) * KB + kb) * block  # B column panel, K-contiguous
                 c_off = (ci * M + m0) * N + n0
-                tile_multiply(Af, a_off, k_step, mr, ngroups, Bf, b_off, Cf, c_off, N,
-                              min(TILE, N - n0), scratch, variant)
+                tile_multiply(
+                    Af, a_off, k_step, mr, ngroups, Bf, b_off, Cf, c_off, N, min(TILE, N - n0), scratch, variant
+                )
 
 
 # One compiled entry point per variant: the variant is a constant in each, so each compiles

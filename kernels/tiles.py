@@ -54,7 +54,6 @@ _MR = 4 if _WIDTH == 16 else 2
 _MR_INT = 4 if {"+avx512vnni", "+avxvnni"} & target_features() else 1
 
 
-
 def _vector_rows(body, mr_body=_MR):
     """A tile multiply from a 4-row vector body, always over the A panel's 16 rows.
 
@@ -155,8 +154,10 @@ def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scrat
 @overload(tile_multiply, inline="always", prefer_literal=True)
 def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
     if isinstance(C.dtype, types.Integer):
+
         def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
             _tile_int(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+
         return impl
     # Every caller passes the variant as a compile-time constant, so each entry point compiles
     # (and caches) only the arithmetic it runs.

@@ -15,7 +15,7 @@ Only valid where the fast-path proof holds (see ``tiles.py``).
 ``int_tile_rows(mr)``: TDPB*D for ``mr`` rows x 16 columns, straight from the packed bytes: byte
 pairs widened, multiplied and summed into int32 lanes in the form LLVM lowers to ``vpmaddwd``
 (extend, multiply, add even and odd lanes), then added with wraparound. Integer sums do not
-depend on order, so this regrouping keeps the bits. """
+depend on order, so this regrouping keeps the bits."""
 
 from __future__ import annotations
 
@@ -109,8 +109,15 @@ def _body_intrinsic(emit):
 def _load_b_pair(builder, bp, b_off, p, vt):
     """B vectors of pair ``p`` of a float kernel block: ``[even|odd][vector of 16 columns]``."""
     parts = _TILE // vt.count
-    return [[builder.load(_ptr(builder, bp, builder.add(b_off, _const(2 * _TILE * p + _TILE * j + vt.count * v)),
-                               vt), align=4) for v in range(parts)] for j in range(2)]
+    return [
+        [
+            builder.load(
+                _ptr(builder, bp, builder.add(b_off, _const(2 * _TILE * p + _TILE * j + vt.count * v)), vt), align=4
+            )
+            for v in range(parts)
+        ]
+        for j in range(2)
+    ]
 
 
 def float_tile_rows(mr: int, width: int = 8):
@@ -159,8 +166,9 @@ def float_dot_rows(mr: int, width: int = 8, pairs: int = _PAIRS):
     def emit(builder, sig, ap, bp, cp, rows, b_off, crow):
         fma = _fma_fn(builder, vt)
         arow = [rows(r) for r in range(mr)]
-        cptr = [[_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vt) for v in range(parts)]
-                for r in range(mr)]
+        cptr = [
+            [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vt) for v in range(parts)] for r in range(mr)
+        ]
         acc = [[builder.load(cptr[r][v], align=4) for v in range(parts)] for r in range(mr)]
         for p in range(pairs):
             bv = _load_b_pair(builder, bp, b_off, p, vt)
@@ -195,8 +203,12 @@ def int_tile_rows(mr: int):
         odd = ir.Constant(_V8I, list(range(1, 16, 2)))
         arow = [rows(r) for r in range(mr)]
         for q in range(_PAIRS):
-            bv = [b_ext(builder.load(_ptr(builder, bp, builder.add(b_off, _const(64 * q + 16 * v)), v16b),
-                                     align=1), _V16I) for v in range(4)]
+            bv = [
+                b_ext(
+                    builder.load(_ptr(builder, bp, builder.add(b_off, _const(64 * q + 16 * v)), v16b), align=1), _V16I
+                )
+                for v in range(4)
+            ]
             for r in range(mr):
                 quad = builder.load(_ptr(builder, ap, builder.add(arow[r], _const(4 * q)), _I32), align=1)
                 av = a_ext(builder.bitcast(_splat(builder, quad, v4i), v16b), _V16I)

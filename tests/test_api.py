@@ -27,30 +27,49 @@ B = np.ones((3, 5))
 
 # -- errors: each raised with its message, nothing written ----------------------------------
 
+
 @pytest.mark.parametrize(
     "call,exc,match",
     [
-        (lambda: tilegemm.matmul(np.ones((2, 3)), np.ones((4, 5))), ValueError,
-         r"inner dimensions .*\(2, 3\).*\(4, 5\)"),
-        (lambda: tilegemm.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 5))), ValueError,
-         r"batch dimensions do not broadcast.*\(2, 2, 3\).*\(3, 3, 5\)"),
+        (
+            lambda: tilegemm.matmul(np.ones((2, 3)), np.ones((4, 5))),
+            ValueError,
+            r"inner dimensions .*\(2, 3\).*\(4, 5\)",
+        ),
+        (
+            lambda: tilegemm.matmul(np.ones((2, 2, 3)), np.ones((3, 3, 5))),
+            ValueError,
+            r"batch dimensions do not broadcast.*\(2, 2, 3\).*\(3, 3, 5\)",
+        ),
         (lambda: tilegemm.matmul(np.float64(2.0), B), ValueError, r"0-d operands"),
         (lambda: tilegemm.matmul(A, B, dtype="fp8"), ValueError, r"unknown dtype 'fp8'.*bf16, fp16, int8"),
         (lambda: tilegemm.matmul(A, B, tiling="4x4x"), ValueError, r"unknown tiling '4x4x'.*1x1, 1x2"),
-        (lambda: tilegemm.matmul(np.full((2, 2), 200), np.ones((2, 2), int), "int8"), ValueError,
-         r"operand a has values in \[200, 200\], outside the int8 range \[-128, 127\]"),
-        (lambda: tilegemm.matmul(np.ones((2, 2), int), np.full((2, 2), -1), "s8u8"), ValueError,
-         r"operand b has values in \[-1, -1\], outside the uint8 range \[0, 255\]"),
+        (
+            lambda: tilegemm.matmul(np.full((2, 2), 200), np.ones((2, 2), int), "int8"),
+            ValueError,
+            r"operand a has values in \[200, 200\], outside the int8 range \[-128, 127\]",
+        ),
+        (
+            lambda: tilegemm.matmul(np.ones((2, 2), int), np.full((2, 2), -1), "s8u8"),
+            ValueError,
+            r"operand b has values in \[-1, -1\], outside the uint8 range \[0, 255\]",
+        ),
         (lambda: tilegemm.matmul(A.astype(complex), B), TypeError, r"operand a has dtype complex128"),
         (lambda: tilegemm.matmul(A.astype(object), B), TypeError, r"dtype object"),
         (lambda: tilegemm.matmul(A, B.astype(bool)), TypeError, r"operand b has dtype bool"),
         (lambda: tilegemm.matmul(np.array([["a"]]), np.array([["b"]])), TypeError, r"string"),
         (lambda: tilegemm.matmul(A, B, "int8"), TypeError, r"operand a has dtype float64.*quantize"),
         (lambda: tilegemm.matmul(A, B, threads=0), ValueError, r"threads must be >= 1, got 0"),
-        (lambda: tilegemm.matmul(A, B, threads=10_000), ValueError,
-         rf"threads=10000 exceeds Numba's configured maximum of {numba.config.NUMBA_NUM_THREADS}"),
-        (lambda: tilegemm.matmul(A, tilegemm.pack(B, "fp16"), "bf16"), ValueError,
-         r"dtype 'bf16' contradicts the packed B.*'fp16'"),
+        (
+            lambda: tilegemm.matmul(A, B, threads=10_000),
+            ValueError,
+            rf"threads=10000 exceeds Numba's configured maximum of {numba.config.NUMBA_NUM_THREADS}",
+        ),
+        (
+            lambda: tilegemm.matmul(A, tilegemm.pack(B, "fp16"), "bf16"),
+            ValueError,
+            r"dtype 'bf16' contradicts the packed B.*'fp16'",
+        ),
         (lambda: tilegemm.matmul(A, B, accumulate=True), ValueError, r"accumulate=True needs out="),
     ],
 )
@@ -90,6 +109,7 @@ def test_error_after_out_given_leaves_it_untouched():
 
 # -- dtypes accepted at the boundary --------------------------------------------------------
 
+
 def test_input_dtypes_round_once():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((20, 30))
@@ -98,8 +118,11 @@ def test_input_dtypes_round_once():
     assert_bits(tilegemm.matmul(x, y), want, "float64 -> bf16 once")
     x32 = x.astype(np.float32)
     assert_bits(tilegemm.matmul(x32, y), tilegemm.matmul(x32.astype(ml_dtypes.bfloat16), y), "float32")
-    assert_bits(tilegemm.matmul(x.astype(np.float16), y, "fp16"),
-                tilegemm.matmul(x.astype(np.float16), y.astype(np.float16), "fp16"), "float16 as is")
+    assert_bits(
+        tilegemm.matmul(x.astype(np.float16), y, "fp16"),
+        tilegemm.matmul(x.astype(np.float16), y.astype(np.float16), "fp16"),
+        "float16 as is",
+    )
     ints = rng.integers(-300, 300, (20, 30))
     assert_bits(tilegemm.matmul(ints, y), tilegemm.matmul(ints.astype(np.float64), y), "integers as bf16")
 
@@ -114,6 +137,7 @@ def test_dtype_defaults():
 
 # -- PackedB ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_packed_layout_and_roundtrip(dtype):
     rng = np.random.default_rng(4)
@@ -127,7 +151,7 @@ def test_packed_layout_and_roundtrip(dtype):
     el = p.data.view(fmt.b_element)
     g = fmt.group
     bel = fmt.to_element(b, "b", b_side=True)
-    for (kbi, nbi, r, n, j) in [(0, 0, 0, 0, 0), (0, 1, 3, 5, 1), (1, 2, 2, 7, g - 1)]:
+    for kbi, nbi, r, n, j in [(0, 0, 0, 0, 0), (0, 1, 3, 5, 1), (1, 2, 2, 7, g - 1)]:
         k = kbi * fmt.k_step + g * r + j
         col = 16 * nbi + n
         want = bel[k, col] if k < 70 and col < 40 else 0
@@ -140,6 +164,7 @@ def test_packed_layout_and_roundtrip(dtype):
 
 
 # -- threads and concurrency -----------------------------------------------------------------
+
 
 def test_threads_restored_and_identical():
     rng = np.random.default_rng(6)
@@ -178,6 +203,7 @@ def test_concurrent_callers():
 
 # -- the caller's floating-point state -------------------------------------------------------
 
+
 @pytest.mark.skipif(not X86, reason="MXCSR exists on x86 only")
 @pytest.mark.parametrize("force_exact", [False, True])
 def test_caller_ftz_daz_does_not_change_bits(force_exact, monkeypatch):
@@ -202,15 +228,20 @@ def test_caller_ftz_daz_does_not_change_bits(force_exact, monkeypatch):
 
 # -- installation layout ---------------------------------------------------------------------
 
+
 def test_kernels_subpackage_resolves_into_kernels_folder(tmp_path):
-    code = ("import importlib.util, tilegemm.kernels.gemm as k; "
-            "print(k.__file__); print(importlib.util.find_spec('kernels'))")
+    code = (
+        "import importlib.util, tilegemm.kernels.gemm as k; "
+        "print(k.__file__); print(importlib.util.find_spec('kernels'))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, check=True).stdout.split("\n")
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
     path = os.path.normpath(out[0])
     assert os.path.basename(os.path.dirname(path)) == "kernels" or path.endswith(
-        os.path.join("tilegemm", "kernels", "gemm.py"))
+        os.path.join("tilegemm", "kernels", "gemm.py")
+    )
     assert out[1] == "None"  # no top-level `kernels` package is installed
     assert importlib.util.find_spec("tilegemm.kernels") is not None
 
@@ -220,27 +251,43 @@ def test_regular_install_maps_kernels_into_the_package(tmp_path):
     import zipfile
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", root, "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", root, "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("tilegemm-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "tilegemm/kernels/gemm.py" in names
     assert not any(n.startswith("kernels/") for n in names)
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
-                    str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     env = dict(os.environ, PYTHONPATH=str(target), NUMBA_CACHE_DIR=str(tmp_path / "cache"))
-    out = subprocess.run([sys.executable, "-c", "import tilegemm.kernels as k; print(k.__file__)"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", "import tilegemm.kernels as k; print(k.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.strip() == str(target / "tilegemm" / "kernels" / "__init__.py")
 
 
 # -- properties ------------------------------------------------------------------------------
 
+
 @given(
     dtype=st.sampled_from(ALL_DTYPES),
-    m=st.integers(1, 40), n=st.integers(1, 40), k=st.integers(0, 70),
-    seed=st.integers(0, 2**32 - 1), tiling=st.sampled_from(tilegemm.TILINGS + ("auto",)),
+    m=st.integers(1, 40),
+    n=st.integers(1, 40),
+    k=st.integers(0, 70),
+    seed=st.integers(0, 2**32 - 1),
+    tiling=st.sampled_from(tilegemm.TILINGS + ("auto",)),
     scale=st.sampled_from([1.0, 2.0**-50, 2.0**60]),
 )
 def test_property_matches_reference(dtype, m, n, k, seed, tiling, scale):

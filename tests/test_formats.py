@@ -35,8 +35,25 @@ def test_fp16_widening_all_patterns_keeps_denormals():
 def _f32_sample():
     """Every exponent, both sides of every rounding boundary, ties, NaN and inf."""
     exps = np.arange(256, dtype=np.uint32) << 23
-    lows = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x10000, 0x17FFF, 0x18000, 0x18001,
-                     0x7F7FFF, 0x7F8000, 0x7F8001, 0x7FFFFF], np.uint32)
+    lows = np.array(
+        [
+            0,
+            1,
+            0x7FFF,
+            0x8000,
+            0x8001,
+            0xFFFF,
+            0x10000,
+            0x17FFF,
+            0x18000,
+            0x18001,
+            0x7F7FFF,
+            0x7F8000,
+            0x7F8001,
+            0x7FFFFF,
+        ],
+        np.uint32,
+    )
     rng = np.random.default_rng(7)
     rand = rng.integers(0, 2**23, 64, dtype=np.uint32)
     mant = np.concatenate([lows, rand])
@@ -102,5 +119,8 @@ def test_f32_to_fp16_rounding_dense_sample():
     finite = x[np.isfinite(x)].reshape(-1, 1)
     with np.errstate(over="ignore"):
         half = finite.astype(np.float16)
-    assert_bits(tilegemm.matmul(finite, np.ones((1, 1)), "fp16"),
-                tilegemm.matmul(half, np.ones((1, 1)), "fp16"), "fp16 from float32")
+    assert_bits(
+        tilegemm.matmul(finite, np.ones((1, 1)), "fp16"),
+        tilegemm.matmul(half, np.ones((1, 1)), "fp16"),
+        "fp16 from float32",
+    )

@@ -9,8 +9,15 @@ from tilegemm import inspect
 
 # The stated spill budget: vector registers stored to the stack by one tile multiply's code.
 SPILL_BUDGET = 32
-KERNELS = [("bf16", "amx"), ("fp16", "amx"), ("bf16", "avx512"),
-           ("s8s8", "amx"), ("s8u8", "amx"), ("u8s8", "amx"), ("u8u8", "amx")]
+KERNELS = [
+    ("bf16", "amx"),
+    ("fp16", "amx"),
+    ("bf16", "avx512"),
+    ("s8s8", "amx"),
+    ("s8u8", "amx"),
+    ("u8s8", "amx"),
+    ("u8u8", "amx"),
+]
 
 
 @pytest.mark.parametrize("dtype,isa", KERNELS)
@@ -44,8 +51,17 @@ def test_ir_and_asm_are_the_vector_code():
     assert "vfmadd" in text
 
 
-@pytest.mark.parametrize("dtype,instr", [("bf16", "tdpbf16ps"), ("fp16", "tdpfp16ps"), ("s8s8", "tdpbssd"),
-                                         ("s8u8", "tdpbsud"), ("u8s8", "tdpbusd"), ("u8u8", "tdpbuud")])
+@pytest.mark.parametrize(
+    "dtype,instr",
+    [
+        ("bf16", "tdpbf16ps"),
+        ("fp16", "tdpfp16ps"),
+        ("s8s8", "tdpbssd"),
+        ("s8u8", "tdpbsud"),
+        ("u8s8", "tdpbusd"),
+        ("u8u8", "tdpbuud"),
+    ],
+)
 def test_amx_asm(dtype, instr):
     two = inspect.amx_asm(dtype, "2x2")
     assert "ldtilecfg" in two and "tilerelease" in two

@@ -69,8 +69,7 @@ def test_avx512_differs_from_amx_where_the_sdm_says(tiling, path):
     assert tilegemm.matmul(a, b, tiling=tiling)[0, 0] == 2.0
     for k, sign in [(2, True), (3, False), (34, True), (35, False)]:
         out = np.full((1, 1), -0.0, np.float32)
-        tilegemm.matmul(np.full((1, k), -0.0), np.ones((k, 1)), tiling=tiling, isa="avx512", out=out,
-                        accumulate=True)
+        tilegemm.matmul(np.full((1, k), -0.0), np.ones((k, 1)), tiling=tiling, isa="avx512", out=out, accumulate=True)
         assert out[0, 0] == 0 and np.signbit(out[0, 0]) == sign, k
 
 
@@ -88,8 +87,7 @@ def test_avx512_batched_accumulate_and_specials(path_, monkeypatch):
     pool = np.array([0.0, -0.0, np.inf, np.nan, 2.0**-130, 2.0**-70, 2.0**100, -1.0, 3.0e38])
     a = rng.choice(pool, (20, 37))
     b = rng.choice(pool, (37, 19))
-    assert_bits(tilegemm.matmul(a, b, isa="avx512"), tilegemm.reference.matmul(a, b, isa="avx512"),
-                "avx512 specials")
+    assert_bits(tilegemm.matmul(a, b, isa="avx512"), tilegemm.reference.matmul(a, b, isa="avx512"), "avx512 specials")
 
 
 def test_avx512_takes_bf16_only():
@@ -120,8 +118,9 @@ def test_batched_broadcast_and_1d(dtype, tiling):
     mat = b[0]
     assert tilegemm.matmul(v, mat, dtype, tiling).shape == np.matmul(v, mat).shape
     assert_bits(tilegemm.matmul(v, mat, dtype, tiling), reference_stack(v[None], mat, dtype)[0], "vec @ mat")
-    assert_bits(tilegemm.matmul(a[0, 0], w, dtype, tiling),
-                reference_stack(a[0, 0], w[:, None], dtype)[:, 0], "mat @ vec")
+    assert_bits(
+        tilegemm.matmul(a[0, 0], w, dtype, tiling), reference_stack(a[0, 0], w[:, None], dtype)[:, 0], "mat @ vec"
+    )
     assert tilegemm.matmul(v, w, dtype, tiling).shape == ()
 
 
@@ -175,8 +174,11 @@ def test_hand_worked_cases(name, dtype, a, b, c, expected, tiling, path):
     big_a[17] = a[0]
     big_b[:, 33] = b[:, 0]
     got = tilegemm.matmul(big_a, big_b, dtype, tiling)
-    assert_bits(got[17:18, 33:34], np.array(expected, fmt.out) if c is None else
-                tilegemm.reference.matmul(a, b, dtype), name + " (embedded)")
+    assert_bits(
+        got[17:18, 33:34],
+        np.array(expected, fmt.out) if c is None else tilegemm.reference.matmul(a, b, dtype),
+        name + " (embedded)",
+    )
 
 
 def test_k_zero_and_empty():
@@ -204,8 +206,27 @@ def test_int32_wraps_over_long_k():
 def test_special_values_random_mix(dtype, path):
     """Random mixes of +-0, denormals, inf, NaN, huge and tiny values against the reference."""
     rng = np.random.default_rng(3)
-    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0**-130, -(2.0**-133),
-                     2.0**-70, -(2.0**-64), 2.0**100, -(2.0**120), 3.0e38, 6.0e4, 2.0**-24, 2.0**-20])
+    pool = np.array(
+        [
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            np.nan,
+            1.0,
+            -1.0,
+            2.0**-130,
+            -(2.0**-133),
+            2.0**-70,
+            -(2.0**-64),
+            2.0**100,
+            -(2.0**120),
+            3.0e38,
+            6.0e4,
+            2.0**-24,
+            2.0**-20,
+        ]
+    )
     for m, n, k in [(17, 18, 33), (5, 33, 64), (32, 32, 7)]:
         a = rng.choice(pool, (m, k)) * rng.choice([1.0, 1.5, 0.75], (m, k))
         b = rng.choice(pool, (k, n))
@@ -225,8 +246,11 @@ def test_auto_and_infeasible_tilings():
     assert tilegemm.dispatch.auto_tiling(8, 2048) == "1x6"
     assert tilegemm.dispatch.auto_tiling(2048, 8) == "6x1"
     assert tilegemm.dispatch.auto_tiling(2048, 2048) in ("2x3", "3x2")
-    with pytest.raises(ValueError, match=r"tiling '3x3' is infeasible: 9 accumulator tiles \+ 1 A tile \+ 1 B "
-                                         r"tile = 11 > 8 tile registers"):
+    with pytest.raises(
+        ValueError,
+        match=r"tiling '3x3' is infeasible: 9 accumulator tiles \+ 1 A tile \+ 1 B "
+        r"tile = 11 > 8 tile registers",
+    ):
         tilegemm.matmul(np.ones((2, 2)), np.ones((2, 2)), tiling="3x3")
     with pytest.raises(ValueError, match=r"tiling '2x4' is infeasible: 8 accumulator tiles"):
         tilegemm.matmul(np.ones((2, 2)), np.ones((2, 2)), tiling="2x4")

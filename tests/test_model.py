@@ -11,11 +11,17 @@ from tilegemm import model
 N = 32768
 
 
-@pytest.mark.parametrize("name,expected", [
-    # The excerpt: "approximately 0.10", "about 0.06", "0.052", "0.046" bytes per MAC.
-    ("AVX512-VNNI", 0.1042), ("SME-512", 0.0625), ("AMX six accumulators", 0.0521),
-    ("AMX 2x2", 0.0625), ("ACE", 0.0469),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        # The excerpt: "approximately 0.10", "about 0.06", "0.052", "0.046" bytes per MAC.
+        ("AVX512-VNNI", 0.1042),
+        ("SME-512", 0.0625),
+        ("AMX six accumulators", 0.0521),
+        ("AMX 2x2", 0.0625),
+        ("ACE", 0.0469),
+    ],
+)
 def test_reproduces_the_excerpt(name, expected):
     t = model.traffic(N, N, N, tile=model.strategies()[name], dtype="int8")
     assert round(t.bytes_per_mac, 4) == expected

@@ -10,6 +10,5 @@ from .dispatch import TILINGS
 from .formats import DTYPES
 from .packing import PackedB, pack
 
-__all__ = ["matmul", "pack", "PackedB", "bitdiff", "BitDiff", "reference", "DTYPES", "TILINGS",
-           "__version__"]
+__all__ = ["matmul", "pack", "PackedB", "bitdiff", "BitDiff", "reference", "DTYPES", "TILINGS", "__version__"]
 __version__ = "0.1.0"

@@ -32,8 +32,7 @@ def _gflops(fn, flops, min_time=0.2, max_reps=50):
 def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> int:
     """Run every dtype x tiling, verify against the reference, print a table. Returns 0 if exact."""
     rng = np.random.default_rng(seed)
-    print(f"{'dtype':6} {'tiling':6} {'size':>5} {'check':>8} {'GFLOP/s':>8} {'differs from f32 numpy':>23}",
-          file=out)
+    print(f"{'dtype':6} {'tiling':6} {'size':>5} {'check':>8} {'GFLOP/s':>8} {'differs from f32 numpy':>23}", file=out)
     failures = 0
     for name, fmt in FORMATS.items():
         m, n, k = check
@@ -52,8 +51,9 @@ def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> in
                 b_in = packed.unpack().astype(np.float32)
                 naive = (a_in @ b_in).astype(fmt.out)
                 share = bitdiff(got, naive).share
-                print(f"{name:6} {tiling:6} {size:5d} {'exact' if ok else 'WRONG':>8} {rate:8.2f} "
-                      f"{share:22.1%}", file=out)
+                print(
+                    f"{name:6} {tiling:6} {size:5d} {'exact' if ok else 'WRONG':>8} {rate:8.2f} {share:22.1%}", file=out
+                )
     return 1 if failures else 0
 
 
@@ -92,8 +92,9 @@ def main(argv=None) -> int:
     d = sub.add_parser("demo", help="every dtype x tiling: checked against the reference, timed")
     d.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 512])
     bn = sub.add_parser("bench", help="the seed's sweep: GFLOP/s, efficiency and accuracy against baselines")
-    bn.add_argument("--sizes", type=int, nargs="+", default=None,
-                    help="square sizes, up to 8192 (default 256 512 1024 2048)")
+    bn.add_argument(
+        "--sizes", type=int, nargs="+", default=None, help="square sizes, up to 8192 (default 256 512 1024 2048)"
+    )
     bn.add_argument("--dtypes", nargs="+", default=["bf16", "int8", "fp16"], choices=["bf16", "int8", "fp16"])
     bn.add_argument("--threads", type=int, default=None, help="threads for every contender alike")
     bn.add_argument("--budget", type=float, default=30.0, help="seconds per contender and size (default 30)")

@@ -27,9 +27,7 @@ _LAUNCH = threading.Lock()
 def _matmul_shapes(a_shape, b_shape):
     """numpy.matmul's shape rules: (batch, M, K, N, result shape) or a ValueError."""
     if len(a_shape) == 0 or len(b_shape) == 0:
-        raise ValueError(
-            f"matmul: 0-d operands are not allowed (a has shape {a_shape}, b has shape {b_shape})"
-        )
+        raise ValueError(f"matmul: 0-d operands are not allowed (a has shape {a_shape}, b has shape {b_shape})")
     a2 = (1,) + a_shape if len(a_shape) == 1 else a_shape
     b2 = b_shape + (1,) if len(b_shape) == 1 else b_shape
     if a2[-1] != b2[-2]:
@@ -41,8 +39,7 @@ def _matmul_shapes(a_shape, b_shape):
         batch = np.broadcast_shapes(a2[:-2], b2[:-2])
     except ValueError:
         raise ValueError(
-            f"matmul: batch dimensions do not broadcast: a has shape {a_shape} and b has shape "
-            f"{b_shape}"
+            f"matmul: batch dimensions do not broadcast: a has shape {a_shape} and b has shape {b_shape}"
         ) from None
     M, K, N = a2[-2], a2[-1], b2[-1]
     result = tuple(batch) + ((M,) if len(a_shape) > 1 else ()) + ((N,) if len(b_shape) > 1 else ())
@@ -52,9 +49,7 @@ def _matmul_shapes(a_shape, b_shape):
 def _resolve_dtype(dtype, b) -> Format:
     if isinstance(b, PackedB):
         if dtype is not None and get_format(dtype).name != b.dtype:
-            raise ValueError(
-                f"dtype {dtype!r} contradicts the packed B, which was packed for {b.dtype!r}"
-            )
+            raise ValueError(f"dtype {dtype!r} contradicts the packed B, which was packed for {b.dtype!r}")
         return get_format(b.dtype)
     return get_format("bf16" if dtype is None else dtype)
 
@@ -84,10 +79,7 @@ def _check_threads(threads) -> None:
         raise ValueError(f"threads must be >= 1, got {threads}")
     limit = numba.config.NUMBA_NUM_THREADS
     if threads > limit:
-        raise ValueError(
-            f"threads={threads} exceeds Numba's configured maximum of {limit} "
-            f"(NUMBA_NUM_THREADS)"
-        )
+        raise ValueError(f"threads={threads} exceeds Numba's configured maximum of {limit} (NUMBA_NUM_THREADS)")
 
 
 @contextmanager
@@ -227,4 +219,3 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     with _LAUNCH, _numba_threads(threads):
         loop(A, B, C3, ia, ib, K, kernel.rows, kernel.cols)
     return C
-

@@ -190,8 +190,9 @@ def _time(run, reps, warmup=5):
     return (time.perf_counter() - t0) / reps
 
 
-def sweep(sizes=(256, 512, 1024, 2048), groups=tuple(GROUPS), threads=None, budget=30.0,
-          progress=None, tilings=SEED_TILINGS) -> list[Row]:
+def sweep(
+    sizes=(256, 512, 1024, 2048), groups=tuple(GROUPS), threads=None, budget=30.0, progress=None, tilings=SEED_TILINGS
+) -> list[Row]:
     """The seed's sweep. A contender projected (from its previous size, n^3 scaling) to exceed
     ``budget`` seconds at a size is skipped there and at every larger size."""
     rows: list[Row] = []
@@ -245,8 +246,11 @@ def sweep(sizes=(256, 512, 1024, 2048), groups=tuple(GROUPS), threads=None, budg
                     row.seconds, row.reps, row.gflops = sec, reps, 2.0 * n**3 / sec / 1e9
                     cmp = result.astype(exact.dtype) if result.dtype != exact.dtype else result
                     row.differs = bitdiff(cmp, exact).share
-                    row.max_ulp = _ulp_distance(result.astype(np.float64), exact64) if g != "INT8" else \
-                        float(np.max(np.abs(result.astype(np.int64) - exact64.astype(np.int64))))
+                    row.max_ulp = (
+                        _ulp_distance(result.astype(np.float64), exact64)
+                        if g != "INT8"
+                        else float(np.max(np.abs(result.astype(np.int64) - exact64.astype(np.int64))))
+                    )
                 base = next((r for r in group_rows if r.contender == "numpy float32" and r.gflops), None)
                 for r in group_rows:
                     if base and r.gflops:
@@ -259,22 +263,33 @@ def sweep(sizes=(256, 512, 1024, 2048), groups=tuple(GROUPS), threads=None, budg
 # Reporting
 # --------------------------------------------------------------------------------------------
 
+
 def machine_info(threads) -> dict:
     import llvmlite.binding as llvm
     import numba
 
-    versions = {"tilegemm": __version__, "numpy": np.__version__, "numba": numba.__version__,
-                "llvmlite": __import__("llvmlite").__version__, "ml_dtypes": ml_dtypes.__version__}
+    versions = {
+        "tilegemm": __version__,
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "llvmlite": __import__("llvmlite").__version__,
+        "ml_dtypes": ml_dtypes.__version__,
+    }
     if "torch" in sys.modules:
         versions["torch"] = sys.modules["torch"].__version__
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
         with open("/proc/cpuinfo") as f:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    return {"cpu": cpu, "llvm_cpu": llvm.get_host_cpu_name(), "cores": os.cpu_count(),
-            "threads": threads if threads is not None else numba.get_num_threads(),
-            "python": platform.python_version(), "versions": versions,
-            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {
+        "cpu": cpu,
+        "llvm_cpu": llvm.get_host_cpu_name(),
+        "cores": os.cpu_count(),
+        "threads": threads if threads is not None else numba.get_num_threads(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def format_table(rows: list[Row]) -> str:
@@ -285,8 +300,9 @@ def format_table(rows: list[Row]) -> str:
             lines.append(f"{r.group:5} {r.contender:16} {r.n:5d}   skipped: {r.skipped}")
             continue
         ulp = f"{r.max_ulp:9.3g}" if r.max_ulp is not None else ""
-        lines.append(f"{r.group:5} {r.contender:16} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} "
-                     f"{r.differs:11.1%} {ulp}")
+        lines.append(
+            f"{r.group:5} {r.contender:16} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} {r.differs:11.1%} {ulp}"
+        )
     return "\n".join(lines)
 
 
@@ -344,6 +360,7 @@ def _plot(rows, info, path):
 # The performance targets, each a median of side-by-side ratios
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Target:
     what: str
@@ -387,8 +404,13 @@ def add_memory_row(add, n=1024):
     peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
     allowance = n * n * 2 + packed.data.nbytes + 4 * 16 * 16 * 4
-    add(f"extra memory of a BF16 {n}^3 matmul (fresh PackedB) / allowance", peak / allowance, "<= 1.0",
-        peak <= allowance, [peak, allowance])
+    add(
+        f"extra memory of a BF16 {n}^3 matmul (fresh PackedB) / allowance",
+        peak / allowance,
+        "<= 1.0",
+        peak <= allowance,
+        [peak, allowance],
+    )
 
 
 def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
@@ -417,8 +439,11 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
         for n in sizes:
             a, b = inputs("BF16", n)
             packed = pack(b, "bf16")
-            r, s = _median_ratio(lambda: matmul(a, packed, tiling="2x2", threads=1),
-                                 lambda: matmul(a, packed, tiling="1x1", threads=1), repeats)
+            r, s = _median_ratio(
+                lambda: matmul(a, packed, tiling="2x2", threads=1),
+                lambda: matmul(a, packed, tiling="1x1", threads=1),
+                repeats,
+            )
             add(f"BF16 2x2 vs 1x1, n={n}, 1 thread", r, "2x2 faster: > 1", r > 1, s)
         a, b = inputs("BF16", 256)
         packed = pack(b, "bf16")
@@ -433,8 +458,13 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
         r, s = _median_ratio(lambda: matmul(a, packed, threads=2), lambda: matmul(a, packed, threads=1), repeats)
         add(f"BF16 n={n}: 2 threads vs 1", r, ">= 1.7", r >= 1.7, s)
     r, s = _median_ratio(lambda: pack(b, "bf16"), lambda: matmul(a, packed), repeats)
-    add(f"pack of a {n}x{n} B as a share of one BF16 matmul (all threads)", 1 / r, "<= 0.10", 1 / r <= 0.10,
-        [1 / x for x in s])
+    add(
+        f"pack of a {n}x{n} B as a share of one BF16 matmul (all threads)",
+        1 / r,
+        "<= 0.10",
+        1 / r <= 0.10,
+        [1 / x for x in s],
+    )
     add_memory_row(add)
     from .amx import seed
 
@@ -444,21 +474,25 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
     seed.gemm_2x2(a, b)
     port = time.perf_counter() - t0
     add("256^3 BF16 through the seed's 2x2 port on tilegemm.amx (s)", port, "< 5 s", port < 5, [port])
-    code = ("import time; t = time.perf_counter(); import numpy as np, tilegemm; "
-            "tilegemm.matmul(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)); "
-            "print(time.perf_counter() - t)")
+    code = (
+        "import time; t = time.perf_counter(); import numpy as np, tilegemm; "
+        "tilegemm.matmul(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)); "
+        "print(time.perf_counter() - t)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)  # warm the cache
-    firsts = [float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                                   text=True).stdout) for _ in range(3)]
+    firsts = [
+        float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout)
+        for _ in range(3)
+    ]
     first = statistics.median(firsts)
-    add("first matmul in a fresh process, warm cache, n=64 (s, incl. import)", first, "<= 1.5 s", first <= 1.5,
-        firsts)
+    add("first matmul in a fresh process, warm cache, n=64 (s, incl. import)", first, "<= 1.5 s", first <= 1.5, firsts)
     return out
 
 
 # --------------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------------
+
 
 def main(args) -> int:
     if args.targets:
@@ -478,8 +512,14 @@ def main(args) -> int:
     tilings = tuple(args.tilings)
     total = sum(1 for c in contenders(tilings) if c.group in groups) * len(args.sizes)
     console = Console(stderr=True)
-    with Progress(TextColumn("{task.description:40}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description:40}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("compiling", total=total)
 
         def progress(what):
@@ -487,8 +527,10 @@ def main(args) -> int:
 
         rows = sweep(tuple(args.sizes), groups, args.threads, args.budget, progress, tilings)
     info = machine_info(args.threads)
-    print(f"# {info['cpu']} ({info['llvm_cpu']}), {info['threads']} thread(s), "
-          + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
+    print(
+        f"# {info['cpu']} ({info['llvm_cpu']}), {info['threads']} thread(s), "
+        + ", ".join(f"{k} {v}" for k, v in info["versions"].items())
+    )
     print(format_table(rows))
     if args.out:
         for p in write_outputs(rows, info, args.out):

@@ -20,8 +20,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, vectorize
 
-__all__ = ["f32_to_bf16", "bf16_to_f32_daz", "fp16_to_f32", "pack_a_float", "pack_a_int", "pack_b",
-           "exponent_bounds", "f32_to_fp16", "MODE_F32_TO_BF16", "MODE_BF16", "MODE_FP16", "MODE_F32_TO_FP16"]
+__all__ = [
+    "f32_to_bf16",
+    "bf16_to_f32_daz",
+    "fp16_to_f32",
+    "pack_a_float",
+    "pack_a_int",
+    "pack_b",
+    "exponent_bounds",
+    "f32_to_fp16",
+    "MODE_F32_TO_BF16",
+    "MODE_BF16",
+    "MODE_FP16",
+    "MODE_F32_TO_FP16",
+]
 
 MODE_F32_TO_BF16, MODE_BF16, MODE_FP16, MODE_F32_TO_FP16 = 0, 1, 2, 3
 
@@ -113,7 +125,7 @@ def pack_a_float(src, mode, dst):
         rlo, rhi = 255, 0
         for kb in range(-(-K // k_step)):
             out = dst[a, m // 16, kb, m % 16]
-            seg = src[a, m, kb * k_step: min(K, (kb + 1) * k_step)]
+            seg = src[a, m, kb * k_step : min(K, (kb + 1) * k_step)]
             # One loop per mode, so that each is a straight, vectorizable loop.
             if mode == MODE_F32_TO_BF16:
                 for kin in range(seg.size):
@@ -153,6 +165,7 @@ def pack_b(src, dst):
                 for nb in range(NB):
                     for n in range(min(16, N - nb * 16)):
                         dst[b, kb, nb, r, n, j] = src[b, k, nb * 16 + n]
+
 
 @njit(cache=True, parallel=True)
 def exponent_bounds(bits):

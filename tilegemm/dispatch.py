@@ -54,8 +54,9 @@ def _build_table() -> dict[tuple[str, str, str], Kernel]:
                 k = Kernel(f"gemm_i8dot_{tiling}", g.gemm_int, g.gemm_int, r, c)
             table[("amx", name, tiling)] = k
         # VDPBF16PS has no tile registers: the tiling only orders the C blocks (bits unaffected).
-        table[("avx512", "bf16", tiling)] = Kernel(f"gemm_vdpbf16ps_{tiling}", g.gemm_avx512_exact,
-                                                   g.gemm_avx512_fast, r, c)
+        table[("avx512", "bf16", tiling)] = Kernel(
+            f"gemm_vdpbf16ps_{tiling}", g.gemm_avx512_exact, g.gemm_avx512_fast, r, c
+        )
     return table
 
 
@@ -86,8 +87,10 @@ def _tiling_error(tiling) -> str:
     except ValueError:
         return f"unknown tiling {tiling!r}; {valid}"
     if r >= 1 and c >= 1:
-        return (f"tiling {tiling!r} is infeasible: {r * c} accumulator tiles + 1 A tile + 1 B tile = "
-                f"{r * c + 2} > {TILE_REGISTERS} tile registers; {valid}")
+        return (
+            f"tiling {tiling!r} is infeasible: {r * c} accumulator tiles + 1 A tile + 1 B tile = "
+            f"{r * c + 2} > {TILE_REGISTERS} tile registers; {valid}"
+        )
     return f"unknown tiling {tiling!r}; {valid}"
 
 
@@ -112,6 +115,7 @@ def auto_tiling(m: int, n: int) -> str:
 # --------------------------------------------------------------------------------------------
 # The fast-path proof (PERF-NOTES.md, "Prove per call that no flush can happen")
 # --------------------------------------------------------------------------------------------
+
 
 def exponent_range(x: np.ndarray) -> tuple[int, int] | None:
     """Smallest and largest unbiased binary32 exponent of the non-zero finite values, or None.

@@ -97,8 +97,10 @@ class Format:
         if self.is_float:
             return (rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32))
         ia, ib = np.iinfo(self.element), np.iinfo(self.b_element)
-        return (rng.integers(ia.min, ia.max + 1, (m, k)).astype(self.element),
-                rng.integers(ib.min, ib.max + 1, (k, n)).astype(self.b_element))
+        return (
+            rng.integers(ia.min, ia.max + 1, (m, k)).astype(self.element),
+            rng.integers(ib.min, ib.max + 1, (k, n)).astype(self.b_element),
+        )
 
     # -- conversions -------------------------------------------------------------------------
 
@@ -137,12 +139,19 @@ class Format:
 
     def _check_kind(self, x: np.ndarray, operand: str) -> None:
         kind = x.dtype.kind
-        bad_kinds = {"c": "complex", "O": "object", "U": "string", "S": "bytes", "b": "bool",
-                     "V": "structured", "M": "datetime", "m": "timedelta"}
+        bad_kinds = {
+            "c": "complex",
+            "O": "object",
+            "U": "string",
+            "S": "bytes",
+            "b": "bool",
+            "V": "structured",
+            "M": "datetime",
+            "m": "timedelta",
+        }
         if kind in bad_kinds and not _is_bf16(x.dtype):
             raise TypeError(
-                f"operand {operand} has dtype {x.dtype} ({bad_kinds[kind]}), which dtype "
-                f"{self.name!r} cannot take"
+                f"operand {operand} has dtype {x.dtype} ({bad_kinds[kind]}), which dtype {self.name!r} cannot take"
             )
         if self.is_float and kind not in "fiu" and not _is_bf16(x.dtype):
             raise TypeError(f"operand {operand} has dtype {x.dtype}, which {self.name!r} cannot take")

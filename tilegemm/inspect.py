@@ -163,8 +163,10 @@ def vector_report(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> VectorRepo
     if cpu not in TARGETS:
         raise ValueError(f"unknown cpu {cpu!r}; known targets are {', '.join(TARGETS)}")
     env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=TARGETS[cpu])
-    code = ("import json, dataclasses, sys; from tilegemm.inspect import _host_report; "
-            f"print(json.dumps(dataclasses.asdict(_host_report({dtype!r}, {tiling!r}, {isa!r}))))")
+    code = (
+        "import json, dataclasses, sys; from tilegemm.inspect import _host_report; "
+        f"print(json.dumps(dataclasses.asdict(_host_report({dtype!r}, {tiling!r}, {isa!r}))))"
+    )
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"compiling for {cpu} failed:\n{done.stderr[-2000:]}")
@@ -175,8 +177,14 @@ def vector_report(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> VectorRepo
 # Real AMX code for the seed's loops
 # --------------------------------------------------------------------------------------------
 
-_AMX_INSTR = {"bf16": "tdpbf16ps", "fp16": "tdpfp16ps", "s8s8": "tdpbssd", "s8u8": "tdpbsud",
-              "u8s8": "tdpbusd", "u8u8": "tdpbuud"}
+_AMX_INSTR = {
+    "bf16": "tdpbf16ps",
+    "fp16": "tdpfp16ps",
+    "s8s8": "tdpbssd",
+    "s8u8": "tdpbsud",
+    "u8s8": "tdpbusd",
+    "u8u8": "tdpbuud",
+}
 
 
 def _seed_loop(tiling: str) -> list[tuple]:
@@ -184,9 +192,18 @@ def _seed_loop(tiling: str) -> list[tuple]:
     if tiling == "1x1":
         return [("load", 1, "A", 0), ("load", 2, "B", 0), ("dp", 0, 1, 2)]
     if tiling == "2x2":  # the listing as printed in the seed (it reloads TMM6 and TMM7)
-        return [("load", 4, "A", 0), ("load", 6, "B", 0), ("dp", 0, 4, 6), ("load", 7, "B", 1),
-                ("dp", 1, 4, 7), ("load", 5, "A", 1), ("load", 6, "B", 0), ("dp", 2, 5, 6),
-                ("load", 7, "B", 1), ("dp", 3, 5, 7)]
+        return [
+            ("load", 4, "A", 0),
+            ("load", 6, "B", 0),
+            ("dp", 0, 4, 6),
+            ("load", 7, "B", 1),
+            ("dp", 1, 4, 7),
+            ("load", 5, "A", 1),
+            ("load", 6, "B", 0),
+            ("dp", 2, 5, 6),
+            ("load", 7, "B", 1),
+            ("dp", 3, 5, 7),
+        ]
     raise ValueError(f"amx_asm writes the seed's loops, tiling '1x1' or '2x2', got {tiling!r}")
 
 
@@ -214,11 +231,18 @@ def amx_ir(dtype="bf16", tiling="2x2") -> str:
         "  call void @llvm.x86.ldtilecfg(ptr %cfg)",
     ]
     lines += [f"  call void @llvm.x86.tilezero(i8 {t})" for t in accs]
-    lines += ["  %a16 = mul i64 %lda, 16", "  br label %loop", "loop:",
-              "  %k = phi i64 [ 0, %entry ], [ %k1, %loop ]",
-              "  %aoff = mul i64 %k, 64", "  %boff = mul i64 %k, 2048",
-              "  %pa0 = getelementptr i8, ptr %A, i64 %aoff", "  %pa1 = getelementptr i8, ptr %pa0, i64 %a16",
-              "  %pb0 = getelementptr i8, ptr %B, i64 %boff", "  %pb1 = getelementptr i8, ptr %pb0, i64 1024"]
+    lines += [
+        "  %a16 = mul i64 %lda, 16",
+        "  br label %loop",
+        "loop:",
+        "  %k = phi i64 [ 0, %entry ], [ %k1, %loop ]",
+        "  %aoff = mul i64 %k, 64",
+        "  %boff = mul i64 %k, 2048",
+        "  %pa0 = getelementptr i8, ptr %A, i64 %aoff",
+        "  %pa1 = getelementptr i8, ptr %pa0, i64 %a16",
+        "  %pb0 = getelementptr i8, ptr %B, i64 %boff",
+        "  %pb1 = getelementptr i8, ptr %pb0, i64 1024",
+    ]
     for s in steps:
         if s[0] == "load":
             _, t, which, i = s
@@ -226,9 +250,13 @@ def amx_ir(dtype="bf16", tiling="2x2") -> str:
             lines.append(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr {ptr}, i64 {stride})")
         else:
             lines.append(f"  call void @llvm.x86.{instr}(i8 {s[1]}, i8 {s[2]}, i8 {s[3]})")
-    lines += ["  %k1 = add i64 %k, 1", "  %more = icmp ult i64 %k1, %ksteps",
-              "  br i1 %more, label %loop, label %done", "done:",
-              "  %c16 = mul i64 %ldc, 16"]
+    lines += [
+        "  %k1 = add i64 %k, 1",
+        "  %more = icmp ult i64 %k1, %ksteps",
+        "  br i1 %more, label %loop, label %done",
+        "done:",
+        "  %c16 = mul i64 %ldc, 16",
+    ]
     for t in accs:
         r, c = divmod(t, 2) if tiling == "2x2" else (0, 0)
         lines.append(f"  %rowoff{t} = mul i64 %c16, {r}")
@@ -248,7 +276,8 @@ def amx_asm(dtype="bf16", tiling="2x2") -> str:
     mod = llvm.parse_assembly(text)
     mod.verify()
     tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(
-        cpu="graniterapids", features="+amx-tile,+amx-int8,+amx-bf16,+amx-fp16", opt=2)
+        cpu="graniterapids", features="+amx-tile,+amx-int8,+amx-bf16,+amx-fp16", opt=2
+    )
     out = tm.emit_assembly(mod)
     noise = re.compile(r"\s*\.(cfi_|p2align|file|type|size|section|ident|addrsig)")
     keep = [ln for ln in out.splitlines() if not noise.match(ln)]

@@ -108,37 +108,49 @@ def report(m=32768, n=32768, k=32768, dtype="int8", measure=1024, threads=None, 
         out(f"{name:24} {blk[0]:>7} x {blk[1]:<6} {t.invocations:13,d} {t.bytes_loaded:14.4g} {t.bytes_per_mac:9.4f}")
     lb = lower_bound(m, n, k, 32 * 48, dtype) / (m * n * k)
     out(f"lower bound 2MNK/sqrt(T) for T = 32 x 48: {lb:.4f} bytes/MAC")
-    out(f"\ncounted: the seed-style ports on tilegemm.amx ({dtype}, 96 x 96 x {4 * get_format(dtype).k_step}), "
-        f"tile loads per tile multiply")
+    out(
+        f"\ncounted: the seed-style ports on tilegemm.amx ({dtype}, 96 x 96 x {4 * get_format(dtype).k_step}), "
+        f"tile loads per tile multiply"
+    )
     out(f"{'kernel':30} {'model':>6} {'counted':>8}")
     from .amx import seed
 
-    ports = [("1x1", seed.gemm_1x1, {}), ("2x2 (listing as printed)", seed.gemm_2x2, {}),
-             ("2x2 (B tiles resident)", seed.gemm_2x2_resident, {}),
-             ("2x3 (one A, one B register)", seed.gemm_single_buffered, {"R": 2, "C": 3}),
-             ("3x2 (one A, one B register)", seed.gemm_single_buffered, {"R": 3, "C": 2})]
+    ports = [
+        ("1x1", seed.gemm_1x1, {}),
+        ("2x2 (listing as printed)", seed.gemm_2x2, {}),
+        ("2x2 (B tiles resident)", seed.gemm_2x2_resident, {}),
+        ("2x3 (one A, one B register)", seed.gemm_single_buffered, {"R": 2, "C": 3}),
+        ("3x2 (one A, one B register)", seed.gemm_single_buffered, {"R": 3, "C": 2}),
+    ]
     for name, port, kw in ports:
         r, c = (kw["R"], kw["C"]) if kw else (int(name[0]), int(name[2]))
         counted = seed.count(port, 96, 96, 4 * get_format(dtype).k_step, dtype, **kw).load_to_compute
         out(f"{name:30} {(r + c) / (r * c):6.3f} {counted:8.3f}")
-    out("The model loads each A and B tile once per K step of a block: (R + C) / (R C) per multiply. "
+    out(
+        "The model loads each A and B tile once per K step of a block: (R + C) / (R C) per multiply. "
         "Counted loads exceed it where a kernel reloads: the printed 2x2 listing reloads TMM6 and TMM7, "
         "and with a single A and B register every row block reloads the B tiles (2x3: 8 loads per 6 "
-        "multiplies where the model counts 5).")
+        "multiplies where the model counts 5)."
+    )
     rows = []
     if measure:
         s = measure
         a, b = get_format(dtype).sample(s, s, s, np.random.default_rng(0))
         packed = pack(b, dtype)
-        out(f"\nmeasured: {s} x {s} x {s} {dtype}, prepacked B. The model counts what AMX "
+        out(
+            f"\nmeasured: {s} x {s} x {s} {dtype}, prepacked B. The model counts what AMX "
             f"code loads into tile registers; the emulator has no tile registers, so its speed shows "
-            f"how well a superblock's A and B blocks are reused from cache instead.")
+            f"how well a superblock's A and B blocks are reused from cache instead."
+        )
         out(f"{'tiling':8} {'bytes/MAC (model)':>17} {'GFLOP/s':>9}")
         for t in TILINGS:
             matmul(a, packed, tiling=t, threads=threads)
             best = min(_timed(lambda: matmul(a, packed, tiling=t, threads=threads), time) for _ in range(3))
-            row = {"tiling": t, "bytes_per_mac": traffic(s, s, s, tiling_block(t), dtype).bytes_per_mac,
-                   "gflops": 2 * s**3 / best / 1e9}
+            row = {
+                "tiling": t,
+                "bytes_per_mac": traffic(s, s, s, tiling_block(t), dtype).bytes_per_mac,
+                "gflops": 2 * s**3 / best / 1e9,
+            }
             rows.append(row)
             out(f"{t:8} {row['bytes_per_mac']:17.4f} {row['gflops']:9.1f}")
     return rows

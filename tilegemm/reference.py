@@ -31,6 +31,7 @@ _FLT_MAX = float(np.finfo(np.float32).max)
 # binary32 arithmetic with DAZ/FTZ
 # --------------------------------------------------------------------------------------------
 
+
 def _two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """s = fl64(x + y) and the exact error t, x + y = s + t (Knuth)."""
     s = x + y
@@ -93,6 +94,7 @@ def add32(x, y) -> np.ndarray:
 # The instructions, on arrays of any M x N (a tile is the case M, N <= 16)
 # --------------------------------------------------------------------------------------------
 
+
 def tdp_float(dst: np.ndarray, a: np.ndarray, b: np.ndarray, *, denormals_in: bool = False) -> np.ndarray:
     """TDPBF16PS / TDPFP16PS: ``dst (M x N) += a (M x 2*K4) @ b`` with b in VNNI form (K4 x N x 2).
 
@@ -143,6 +145,7 @@ def vdpbf16ps(dst: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # GEMM, cut into tile multiplies as SEMANTICS.md "How tilegemm maps a GEMM onto instructions"
 # --------------------------------------------------------------------------------------------
+
 
 def matmul(a, b, dtype: str = "bf16", c=None, isa: str = "amx") -> np.ndarray:
     """The exact result of ``c + a @ b`` as the AMX instruction sequence computes it.

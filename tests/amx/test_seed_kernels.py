@@ -34,11 +34,14 @@ def test_single_buffered_ports(R, C):
         seed.gemm_single_buffered(a[:17], b, "bf16", R, C)
 
 
-@pytest.mark.parametrize("port,loads_per_multiply", [
-    (seed.gemm_1x1, 2.0),  # the seed: "for every multiply, we do two tile loads"
-    (seed.gemm_2x2, 1.5),  # the listing as printed: 6 loads per 4 multiplies
-    (seed.gemm_2x2_resident, 1.0),  # the text's claim: 4 loads per 4 multiplies
-])
+@pytest.mark.parametrize(
+    "port,loads_per_multiply",
+    [
+        (seed.gemm_1x1, 2.0),  # the seed: "for every multiply, we do two tile loads"
+        (seed.gemm_2x2, 1.5),  # the listing as printed: 6 loads per 4 multiplies
+        (seed.gemm_2x2_resident, 1.0),  # the text's claim: 4 loads per 4 multiplies
+    ],
+)
 def test_counters_show_the_articles_ratios(port, loads_per_multiply):
     rng = np.random.default_rng(6)
     a, b = operands("s8s8", (64, 256), (256, 64), rng)

@@ -48,14 +48,20 @@ def _configured(rows=(16,) * 8, colsb=(64,) * 8):
     return u
 
 
-@pytest.mark.parametrize("cfg,pattern", [
-    (TileConfig(rows=(17,) + (0,) * 7, colsb=(64,) + (0,) * 7), r"#GP in LDTILECFG on tmm0: rows = 17 exceeds 16"),
-    (TileConfig(rows=(0, 4) + (0,) * 6, colsb=(0, 68) + (0,) * 6), r"#GP in LDTILECFG on tmm1: colsb = 68 exceeds 64"),
-    (TileConfig(rows=(0, 0, 4) + (0,) * 5, colsb=(0,) * 8), r"on tmm2: rows = 4 and colsb = 0: both must be zero"),
-    (TileConfig(palette=2), r"#GP in LDTILECFG: palette 2 is not supported"),
-    (TileConfig.from_bytes(bytes([1, 0, 0, 0, 0, 7]) + bytes(58)), r"#GP in LDTILECFG: reserved byte 5 is 7"),
-    (TileConfig(start_row=16, rows=(1,) + (0,) * 7, colsb=(4,) + (0,) * 7), r"start_row = 16"),
-])
+@pytest.mark.parametrize(
+    "cfg,pattern",
+    [
+        (TileConfig(rows=(17,) + (0,) * 7, colsb=(64,) + (0,) * 7), r"#GP in LDTILECFG on tmm0: rows = 17 exceeds 16"),
+        (
+            TileConfig(rows=(0, 4) + (0,) * 6, colsb=(0, 68) + (0,) * 6),
+            r"#GP in LDTILECFG on tmm1: colsb = 68 exceeds 64",
+        ),
+        (TileConfig(rows=(0, 0, 4) + (0,) * 5, colsb=(0,) * 8), r"on tmm2: rows = 4 and colsb = 0: both must be zero"),
+        (TileConfig(palette=2), r"#GP in LDTILECFG: palette 2 is not supported"),
+        (TileConfig.from_bytes(bytes([1, 0, 0, 0, 0, 7]) + bytes(58)), r"#GP in LDTILECFG: reserved byte 5 is 7"),
+        (TileConfig(start_row=16, rows=(1,) + (0,) * 7, colsb=(4,) + (0,) * 7), r"start_row = 16"),
+    ],
+)
 def test_ldtilecfg_faults(cfg, pattern):
     u = _configured()
     _assert_fault(u, lambda: u.ldtilecfg(cfg), GPFault, pattern)
@@ -79,24 +85,45 @@ def test_unconfigured_and_released():
 def test_page_faults():
     u = _configured()
     mem = np.zeros(1000, np.uint8)
-    _assert_fault(u, lambda: u.tileloadd(3, mem, 0, 64), PFFault,
-                  r"#PF in TILELOADD on tmm3: rows reach bytes \[0, 1024\) but memory holds \[0, 1000\)")
-    _assert_fault(u, lambda: u.tilestored(3, mem, -64, 64), PFFault,
-                  r"#PF in TILESTORED on tmm3: rows reach bytes \[-64")
+    _assert_fault(
+        u,
+        lambda: u.tileloadd(3, mem, 0, 64),
+        PFFault,
+        r"#PF in TILELOADD on tmm3: rows reach bytes \[0, 1024\) but memory holds \[0, 1000\)",
+    )
+    _assert_fault(
+        u, lambda: u.tilestored(3, mem, -64, 64), PFFault, r"#PF in TILESTORED on tmm3: rows reach bytes \[-64"
+    )
     ro = np.zeros(2048, np.uint8)
     ro.flags.writeable = False
     _assert_fault(u, lambda: u.tilestored(3, ro, 0, 64), PFFault, "read-only")
 
 
-@pytest.mark.parametrize("rows,colsb,call,pattern", [
-    ((16,) * 8, (64,) * 8, lambda u: u.tdpbf16ps(0, 0, 2), r"three distinct tiles, got tmm0, tmm0, tmm2"),
-    ((16,) * 8, (64, 62) + (64,) * 6, lambda u: u.tdpbf16ps(0, 1, 2), r"on tmm1: colsb = 62 is not a multiple of 4"),
-    ((16, 8) + (16,) * 6, (64,) * 8, lambda u: u.tdpbssd(0, 1, 2), r"on tmm1: A has 8 rows but dst has 16"),
-    ((16, 16, 8) + (16,) * 5, (64,) * 8, lambda u: u.tdpfp16ps(0, 1, 2),
-     r"on tmm2: B has 8 rows but A's colsb / 4 = 16"),
-    ((16,) * 8, (64, 64, 32) + (64,) * 5, lambda u: u.tdpbuud(0, 1, 2),
-     r"on tmm2: B has colsb = 32 but dst has colsb = 64"),
-])
+@pytest.mark.parametrize(
+    "rows,colsb,call,pattern",
+    [
+        ((16,) * 8, (64,) * 8, lambda u: u.tdpbf16ps(0, 0, 2), r"three distinct tiles, got tmm0, tmm0, tmm2"),
+        (
+            (16,) * 8,
+            (64, 62) + (64,) * 6,
+            lambda u: u.tdpbf16ps(0, 1, 2),
+            r"on tmm1: colsb = 62 is not a multiple of 4",
+        ),
+        ((16, 8) + (16,) * 6, (64,) * 8, lambda u: u.tdpbssd(0, 1, 2), r"on tmm1: A has 8 rows but dst has 16"),
+        (
+            (16, 16, 8) + (16,) * 5,
+            (64,) * 8,
+            lambda u: u.tdpfp16ps(0, 1, 2),
+            r"on tmm2: B has 8 rows but A's colsb / 4 = 16",
+        ),
+        (
+            (16,) * 8,
+            (64, 64, 32) + (64,) * 5,
+            lambda u: u.tdpbuud(0, 1, 2),
+            r"on tmm2: B has colsb = 32 but dst has colsb = 64",
+        ),
+    ],
+)
 def test_multiply_faults(rows, colsb, call, pattern):
     u = _configured(rows, colsb)
     _assert_fault(u, lambda: call(u), UDFault, pattern)

@@ -11,5 +11,4 @@ from . import intrinsics, seed
 from .config import GPFault, PFFault, TileConfig, TileFault, UDFault
 from .unit import Counters, TileUnit
 
-__all__ = ["TileConfig", "TileUnit", "Counters", "TileFault", "UDFault", "GPFault", "PFFault", "intrinsics",
-           "seed"]
+__all__ = ["TileConfig", "TileUnit", "Counters", "TileFault", "UDFault", "GPFault", "PFFault", "intrinsics", "seed"]

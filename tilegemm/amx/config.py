@@ -28,8 +28,11 @@ class TileFault(Exception):
 
     def __init__(self, instruction: str, tile, rule: str):
         self.instruction, self.tile, self.rule = instruction, tile, rule
-        where = f" on tmm{tile}" if isinstance(tile, (int, np.integer)) and 0 <= tile < 8 else (
-            f" on tile {tile!r}" if tile is not None else "")
+        where = (
+            f" on tmm{tile}"
+            if isinstance(tile, (int, np.integer)) and 0 <= tile < 8
+            else (f" on tile {tile!r}" if tile is not None else "")
+        )
         super().__init__(f"{self.vector} in {instruction.upper()}{where}: {rule}")
 
 
@@ -76,8 +79,9 @@ class TileConfig:
     def to_bytes(self) -> bytes:
         """The 64-byte LDTILECFG block."""
         if len(self.rows) != 8 or len(self.colsb) != 8:
-            raise ValueError(f"a palette-1 configuration has 8 rows and 8 colsb, got {len(self.rows)} "
-                             f"and {len(self.colsb)}")
+            raise ValueError(
+                f"a palette-1 configuration has 8 rows and 8 colsb, got {len(self.rows)} and {len(self.colsb)}"
+            )
         out = bytearray(self.reserved)
         out[0], out[1] = self.palette & 0xFF, self.start_row & 0xFF
         out[16:32] = np.array(self.colsb, "<u2").tobytes()
@@ -95,8 +99,13 @@ class TileConfig:
         reserved[0:2] = b"\0\0"
         reserved[16:32] = bytes(16)
         reserved[48:56] = bytes(8)
-        return cls(block[0], block[1], tuple(block[48:56]),
-                   tuple(int(x) for x in np.frombuffer(block[16:32], "<u2")), bytes(reserved))
+        return cls(
+            block[0],
+            block[1],
+            tuple(block[48:56]),
+            tuple(int(x) for x in np.frombuffer(block[16:32], "<u2")),
+            bytes(reserved),
+        )
 
     def validate(self, instruction: str = "ldtilecfg") -> None:
         """Raise :class:`GPFault` where LDTILECFG would."""

@@ -9,9 +9,22 @@ from __future__ import annotations
 
 from .unit import TileUnit
 
-__all__ = ["unit", "reset", "_tile_loadconfig", "_tile_storeconfig", "_tile_loadd", "_tile_stored",
-           "_tile_zero", "_tile_release", "_tile_dpbf16ps", "_tile_dpfp16ps", "_tile_dpbssd",
-           "_tile_dpbsud", "_tile_dpbusd", "_tile_dpbuud"]
+__all__ = [
+    "unit",
+    "reset",
+    "_tile_loadconfig",
+    "_tile_storeconfig",
+    "_tile_loadd",
+    "_tile_stored",
+    "_tile_zero",
+    "_tile_release",
+    "_tile_dpbf16ps",
+    "_tile_dpfp16ps",
+    "_tile_dpbssd",
+    "_tile_dpbsud",
+    "_tile_dpbusd",
+    "_tile_dpbuud",
+]
 
 unit = TileUnit()
 

@@ -26,8 +26,14 @@ from .config import TileConfig
 TILE_M = 16
 TILE_N = 16
 
-_DP = {"bf16": "_tile_dpbf16ps", "fp16": "_tile_dpfp16ps", "s8s8": "_tile_dpbssd",
-       "s8u8": "_tile_dpbsud", "u8s8": "_tile_dpbusd", "u8u8": "_tile_dpbuud"}
+_DP = {
+    "bf16": "_tile_dpbf16ps",
+    "fp16": "_tile_dpfp16ps",
+    "s8s8": "_tile_dpbssd",
+    "s8u8": "_tile_dpbsud",
+    "u8s8": "_tile_dpbusd",
+    "u8u8": "_tile_dpbuud",
+}
 
 
 def pack_b_vnni(B: np.ndarray, N: int, K: int, group: int) -> np.ndarray:
@@ -142,7 +148,7 @@ def gemm_1x1(a, b, dtype="bf16"):
     op = _Operands(a, b, dtype)
 
     def step(sb, kb):
-        (i0, j0, rows, cols, blocks), = sb
+        ((i0, j0, rows, cols, blocks),) = sb
         amx._tile_loadd(1, op.A, op.a_off(i0, kb), op.lda)
         amx._tile_loadd(2, op.Bp, op.b_off(kb, j0), 64)
         op.dp(0, 1, 2)
@@ -154,7 +160,7 @@ def _two_by_two(a, b, dtype, resident):
     op = _Operands(a, b, dtype)
 
     def step(sb, kb):
-        (i0, j0, rows, cols, blocks), = sb
+        ((i0, j0, rows, cols, blocks),) = sb
         have_a1, have_b1 = len(rows) > 1, len(cols) > 1
 
         def load_a(r):
@@ -212,7 +218,7 @@ def gemm_single_buffered(a, b, dtype="bf16", R=2, C=3):
     ta, tb = R * C, R * C + 1
 
     def step(sb, kb):
-        (i0, j0, rows, cols, blocks), = sb
+        ((i0, j0, rows, cols, blocks),) = sb
         for r in range(len(rows)):
             amx._tile_loadd(ta, op.A, op.a_off(i0 + 16 * r, kb), op.lda)
             for c in range(len(cols)):

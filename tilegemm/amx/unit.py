@@ -20,8 +20,14 @@ from .config import COLSB, ROWS, PFFault, TileConfig, UDFault
 __all__ = ["TileUnit", "Counters"]
 
 _NUM_TILES = 8
-_MULTIPLIES = {"tdpbf16ps": "bf16", "tdpfp16ps": "fp16", "tdpbssd": "s8s8", "tdpbsud": "s8u8",
-               "tdpbusd": "u8s8", "tdpbuud": "u8u8"}
+_MULTIPLIES = {
+    "tdpbf16ps": "bf16",
+    "tdpfp16ps": "fp16",
+    "tdpbssd": "s8s8",
+    "tdpbsud": "s8u8",
+    "tdpbusd": "u8s8",
+    "tdpbuud": "u8u8",
+}
 
 
 @dataclass
@@ -75,8 +81,9 @@ class TileUnit:
 
     def _shape(self, instr: str, t: int) -> tuple[int, int]:
         if self.config is None:
-            raise UDFault(instr, t, "tiles are not configured (no LDTILECFG with a palette 1 since "
-                                    "reset or TILERELEASE)")
+            raise UDFault(
+                instr, t, "tiles are not configured (no LDTILECFG with a palette 1 since reset or TILERELEASE)"
+            )
         if not isinstance(t, (int, np.integer)) or not 0 <= t < _NUM_TILES:
             raise UDFault(instr, t, f"tile register {t!r} does not exist (TMM0..TMM7)")
         rows, colsb = self.config.rows[t], self.config.colsb[t]
@@ -93,8 +100,9 @@ class TileUnit:
     def _span(instr, t, buf, offset, stride, rows, colsb) -> np.ndarray:
         """Byte addresses a load/store touches; #PF if any lies outside ``buf``."""
         if not isinstance(buf, np.ndarray) or buf.ndim != 1 or buf.dtype != np.uint8:
-            raise TypeError(f"{instr}: memory must be a 1-D uint8 numpy array, got "
-                            f"{type(buf).__name__} {getattr(buf, 'dtype', '')}")
+            raise TypeError(
+                f"{instr}: memory must be a 1-D uint8 numpy array, got {type(buf).__name__} {getattr(buf, 'dtype', '')}"
+            )
         starts = int(offset) + int(stride) * np.arange(rows, dtype=np.int64)
         lo, hi = int(starts.min()), int(starts.max()) + colsb
         if lo < 0 or hi > buf.size:
@@ -218,4 +226,3 @@ class TileUnit:
     def tdpbuud(self, dst, a, b):
         """TDPBUUD: unsigned a x unsigned b."""
         self._multiply("tdpbuud", dst, a, b)
-

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import exact, tiles, vector
+from . import exact, targets, tiles, vector
 from ._cache import stamp_with_dependencies
 from .tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST, TILE, tile_multiply
 
@@ -121,7 +121,42 @@ def gemm_int(A, B, C, ia, ib, k, rows, cols):
     _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT)  # integer tiles have a single body
 
 
+def superblock_step(variant, rows, cols):
+    """One K step of one superblock (``rows`` x ``cols`` full C tiles) through a variant's body,
+    compiled on demand for reading its code (``tilegemm.inspect``). Not cached: Numba shows the
+    IR and assembly only of what it compiled in this process.
+
+    ``A``: ``rows`` panels of 16 x k_step, ``B``: ``cols`` kernel blocks, ``C``: (16 rows) x
+    (16 cols) row-major, ``scratch``: 256 elements of C's type.
+    """
+
+    @njit
+    def step(A, B, C, scratch):
+        k_step = A.size // (rows * TILE)
+        block = B.size // cols
+        ldc = cols * TILE
+        for r in range(rows):
+            for c in range(cols):
+                tile_multiply(
+                    A,
+                    r * TILE * k_step,
+                    k_step,
+                    TILE,
+                    TILE,
+                    B,
+                    c * block,
+                    C,
+                    r * TILE * ldc + c * TILE,
+                    ldc,
+                    TILE,
+                    scratch,
+                    variant,
+                )
+
+    return step
+
+
 ENTRY_POINTS = (gemm_amx_fast, gemm_amx_exact, gemm_avx512_fast, gemm_avx512_exact, gemm_int)
-DEPENDENCIES = (tiles, vector, exact)
+DEPENDENCIES = (tiles, vector, exact, targets)
 for _fn in ENTRY_POINTS:
     stamp_with_dependencies(_fn, DEPENDENCIES)

@@ -35,26 +35,19 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from . import exact, vector
+from . import exact, targets, vector
 from ._cache import stamp_with_dependencies
 from .exact import add32, fma32
-from .vector import float_dot_rows, float_tile_rows, int_tile_rows, preferred_width, target_features
+from .targets import shape
+from .vector import float_dot_rows, float_tile_rows, int_tile_rows
 
 TILE = 16
 _PAIRS = 16  # a full tile multiply: 16 rows of 64 bytes = 16 pairs along K
-_WIDTH = preferred_width()
-# Rows per vector body: 4 rows x (e, o) x 16 columns is 8 zmm accumulators of AVX-512's 32
-# registers; with 16 ymm registers (AVX2) 2 rows keep the 8 accumulators and B in registers
-# (4 rows spilled 94 times per tile multiply when compiled for haswell: tilegemm.inspect).
-_MR = 4 if _WIDTH == 16 else 2
-# The int8 body keeps 4 int32 accumulators per row and 4 widened B vectors. With a VNNI dot
-# product (vpdpwssd) 4 rows fit; without it LLVM needs more temporaries: compiled for haswell,
-# 4 rows spilled 215 vector registers per tile multiply, 2 rows 139, 1 row 26 (skylake-avx512:
-# 103, 68, 11). So 1 row there.
-_MR_INT = 4 if {"+avx512vnni", "+avxvnni"} & target_features() else 1
+# Register blocking from the per-target table (targets.py): rows per body and vector width.
+F32PAIRS, VDP, I8QUADS = shape("f32pairs"), shape("vdp"), shape("i8quads")
 
 
-def _vector_rows(body, mr_body=_MR):
+def _vector_rows(body, mr_body):
     """A tile multiply from a 4-row vector body, always over the A panel's 16 rows.
 
     A panels are zero-padded to 16 rows, so a partial tile (mr < 16 or nc < 16) runs in full on
@@ -81,10 +74,10 @@ def _vector_rows(body, mr_body=_MR):
     return tile
 
 
-_tile_fast_float = _vector_rows(float_tile_rows(_MR, _WIDTH))
-_tile_int = _vector_rows(int_tile_rows(_MR_INT), _MR_INT)
-_dot_fast_float = _vector_rows(float_dot_rows(_MR, _WIDTH))
-_dot_fast_pair = _vector_rows(float_dot_rows(_MR, _WIDTH, 1))
+_tile_fast_float = _vector_rows(float_tile_rows(F32PAIRS.rows, F32PAIRS.width), F32PAIRS.rows)
+_tile_int = _vector_rows(int_tile_rows(I8QUADS.rows), I8QUADS.rows)
+_dot_fast_float = _vector_rows(float_dot_rows(VDP.rows, VDP.width), VDP.rows)
+_dot_fast_pair = _vector_rows(float_dot_rows(VDP.rows, VDP.width, 1), VDP.rows)
 
 # Variants of the float tile multiply (``variant`` in the kernel contract).
 AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3
@@ -183,4 +176,4 @@ def tile_instruction(A, B, C, mr, ngroups, nc):
     tile_multiply(A, 0, A.size // TILE, mr, ngroups, B, 0, C, 0, TILE, nc, scratch, AMX_EXACT)
 
 
-stamp_with_dependencies(tile_instruction, (vector, exact))
+stamp_with_dependencies(tile_instruction, (vector, exact, targets))

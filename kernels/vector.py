@@ -3,8 +3,8 @@
 Why explicit IR: Numba leaves LLVM's SLP vectorizer off, and array accumulators cannot be kept in
 registers because Numba cannot mark arrays ``noalias`` (PERF-NOTES.md). Writing ``<N x float>``
 values and ``llvm.fma.vNf32`` directly makes the vector code the definition, not a hope, on any
-target LLVM supports (``preferred_width``: zmm with AVX-512, ymm with AVX2; other targets get
-whatever LLVM legalizes the vectors into).
+target LLVM supports (the width and rows of each body come from ``targets.py``: zmm with
+AVX-512, ymm with AVX2; other targets get whatever LLVM legalizes the vectors into).
 
 ``float_tile_rows(mr)``: one full tile multiply (16 pairs along K) for ``mr`` rows x 16 columns of
 C, the fast variant of TDPBF16PS / TDPFP16PS. The kernel B layout is ``[pair][even/odd][n]`` so
@@ -31,26 +31,6 @@ _V8I = ir.VectorType(_I32, 8)
 _V16I = ir.VectorType(_I32, 16)
 _PAIRS = 16  # pairs (float) or quads (int) in one full tile multiply
 _TILE = 16  # C tile columns
-
-
-def target_features() -> set[str]:
-    """Features of the target Numba compiles for (``NUMBA_CPU_FEATURES`` when set, else the host),
-    so that a cross-target compile picks the shapes of its target."""
-    import llvmlite.binding as llvm
-    from numba.core import config
-
-    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
-    return set(features.split(","))
-
-
-def preferred_width() -> int:
-    """Floats per vector: 16 where AVX-512F is there (zmm), else 8.
-
-    Measured here (Zen 4, AVX-512 executed as two 256-bit halves): the 4-row body ran at 114
-    GFLOP/s with zmm against 93 with ymm, from fewer instructions per FMA, on one core with
-    L1-resident operands.
-    """
-    return 16 if "+avx512f" in target_features() else 8
 
 
 def _const(n):

@@ -10,30 +10,38 @@ import pytest
 from hypothesis import settings
 
 import tilegemm
-from tilegemm import dispatch
+from tilegemm import instructions, plan
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 settings.register_profile("tilegemm", derandomize=True, deadline=None, print_blob=True, max_examples=40)
 settings.load_profile("tilegemm")
 
-FLOAT_DTYPES = ("bf16", "fp16")
-INT_DTYPES = ("s8s8", "s8u8", "u8s8", "u8u8")
-ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
-INT_RANGE = {"s": (-128, 127), "u": (0, 255)}
-SEED_TILINGS = ("1x1", "2x2")  # the seed's two; the edge-shape tester covers every tiling
+DEFAULT = instructions.PROFILES[instructions.DEFAULT_ISA]
+#: The default profile's dtypes (the AMX instructions), floats and integers, from the records.
+ALL_DTYPES = tuple(DEFAULT.dtypes)
+FLOAT_DTYPES = tuple(d for d, i in DEFAULT.dtypes.items() if i.is_float)
+INT_DTYPES = tuple(d for d, i in DEFAULT.dtypes.items() if not i.is_float)
+#: Every (isa, dtype) any profile defines.
+KERNEL_CASES = tuple((p.name, d) for p in instructions.PROFILES.values() for d in p.dtypes)
+SEED_TILINGS = ("1x1", "2x2")  # the seed's two; the kernel tester covers every tiling
 
 
-def operands(dtype, a_shape, b_shape, rng):
-    """Random inputs a caller would pass for ``dtype`` (floats, or in-range integers)."""
-    if dtype in FLOAT_DTYPES:
-        return rng.standard_normal(a_shape), rng.standard_normal(b_shape)
-    fmt = tilegemm.formats.get_format(dtype)
-    sa, sb = fmt.name[0], fmt.name[2]
-    lo, hi = INT_RANGE[sa]
-    a = rng.integers(lo, hi + 1, a_shape)
-    lo, hi = INT_RANGE[sb]
-    return a, rng.integers(lo, hi + 1, b_shape)
+def instr(dtype, isa=instructions.DEFAULT_ISA):
+    return instructions.resolve(isa, dtype)[2]
+
+
+def _side(fmt, shape, rng):
+    if fmt.is_float:
+        return rng.standard_normal(shape)  # float64: the conversion rounds once from it
+    info = np.iinfo(fmt.storage)
+    return rng.integers(info.min, info.max + 1, shape)
+
+
+def operands(dtype, a_shape, b_shape, rng, isa=instructions.DEFAULT_ISA):
+    """Random inputs a caller would pass for ``dtype`` (float64, or in-range integers)."""
+    i = instr(dtype, isa)
+    return _side(i.a, a_shape, rng), _side(i.b, b_shape, rng)
 
 
 def assert_bits(got, want, context=""):
@@ -42,16 +50,16 @@ def assert_bits(got, want, context=""):
     assert d.identical, f"{context}: {d}"
 
 
-def reference_stack(a, b, dtype, c=None):
+def reference_stack(a, b, dtype, c=None, isa=instructions.DEFAULT_ISA):
     """tilegemm.reference.matmul over broadcast batch dimensions (reference is 2-D)."""
     a = np.asarray(a)
     b = np.asarray(b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = np.broadcast_to(a, batch + a.shape[-2:])
     b = np.broadcast_to(b, batch + b.shape[-2:])
-    out = np.empty(batch + (a.shape[-2], b.shape[-1]), tilegemm.formats.get_format(dtype).out)
+    out = np.empty(batch + (a.shape[-2], b.shape[-1]), instr(dtype, isa).acc)
     for idx in np.ndindex(*batch):
-        out[idx] = tilegemm.reference.matmul(a[idx], b[idx], dtype, None if c is None else c[idx])
+        out[idx] = tilegemm.reference.matmul(a[idx], b[idx], dtype, None if c is None else c[idx], isa=isa)
     return out
 
 
@@ -59,5 +67,5 @@ def reference_stack(a, b, dtype, c=None):
 def path(request, monkeypatch):
     """Run the float kernels through their fast path where the proof allows it, or always exact."""
     if request.param == "exact":
-        monkeypatch.setattr(dispatch, "fast_path_ok", lambda *args, **kw: False)
+        monkeypatch.setattr(plan, "fast_path_ok", lambda *args, **kw: False)
     return request.param

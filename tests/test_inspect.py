@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tilegemm.kernels.vector import preferred_width
+from tilegemm.kernels.targets import shape
 
 from tilegemm import inspect
 
@@ -27,7 +27,7 @@ def test_host_microkernels_vectorize(dtype, isa):
     assert r.scalar_fma == 0
     assert r.spills <= SPILL_BUDGET, r
     if dtype in ("bf16", "fp16"):
-        assert r.widest_vector == f"<{preferred_width()} x float>"
+        assert r.widest_vector == f"<{shape('f32pairs').width} x float>"
         assert r.vector_fma >= 128  # 16 pairs x (even, odd) x 4 rows of 16 columns, at least
     else:
         assert r.int_dot > 0
@@ -70,8 +70,12 @@ def test_amx_asm(dtype, instr):
     assert two.count("tilestored") == 4
     one = inspect.amx_asm(dtype, "1x1")
     assert one.count("tileloadd") == 2 and f"{instr}\t%tmm2, %tmm1, %tmm0" in one
-    with pytest.raises(ValueError, match="tiling '1x1' or '2x2'"):
-        inspect.amx_asm(dtype, "2x3")
+    # Other tilings: the seed's style with one A (TMM6) and one B (TMM7) register.
+    six = inspect.amx_asm(dtype, "2x3")
+    assert six.count("tileloadd") == 2 + 6 and six.count("tilestored") == 6
+    assert f"{instr}\t%tmm7, %tmm6, %tmm5" in six
+    with pytest.raises(ValueError, match="infeasible"):
+        inspect.amx_asm(dtype, "3x3")
 
 
 def test_cli(tmp_path, capsys):

@@ -8,11 +8,10 @@ import itertools
 import numpy as np
 import pytest
 from cases import CASES
-from conftest import ALL_DTYPES, FLOAT_DTYPES, SEED_TILINGS, assert_bits, operands, reference_stack
+from conftest import ALL_DTYPES, FLOAT_DTYPES, SEED_TILINGS, assert_bits, instr, operands, reference_stack
 
 import tilegemm
-from tilegemm import dispatch
-from tilegemm.formats import get_format
+from tilegemm import plan
 
 EDGES = (1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100)
 
@@ -51,7 +50,7 @@ def _combos():
 @pytest.mark.parametrize("isa,dtype,tiling,threads,path", list(_combos()))
 def test_edge_shapes(isa, dtype, tiling, threads, path, monkeypatch):
     if path == "exact":
-        monkeypatch.setattr(dispatch, "fast_path_ok", lambda *args: False)
+        monkeypatch.setattr(plan, "fast_path_ok", lambda *args: False)
     for m, n, k in SHAPES:
         a, b, want = _case(dtype, m, n, k, isa)
         got = tilegemm.matmul(a, b, dtype, tiling, threads=threads, isa=isa)
@@ -76,7 +75,7 @@ def test_avx512_differs_from_amx_where_the_sdm_says(tiling, path):
 @pytest.mark.parametrize("path_", ["fast", "exact"])
 def test_avx512_batched_accumulate_and_specials(path_, monkeypatch):
     if path_ == "exact":
-        monkeypatch.setattr(dispatch, "fast_path_ok", lambda *args: False)
+        monkeypatch.setattr(plan, "fast_path_ok", lambda *args: False)
     rng = np.random.default_rng(12)
     a, b = operands("bf16", (2, 33, 47), (47, 18), rng)
     c = rng.standard_normal((2, 33, 18)).astype(np.float32)
@@ -99,8 +98,8 @@ def test_avx512_takes_bf16_only():
 
 def test_random_normal_data_takes_the_fast_path(monkeypatch):
     seen = []
-    real = dispatch.fast_path_ok
-    monkeypatch.setattr(dispatch, "fast_path_ok", lambda *a: seen.append(real(*a)) or seen[-1])
+    real = plan.fast_path_ok
+    monkeypatch.setattr(plan, "fast_path_ok", lambda *a: seen.append(real(*a)) or seen[-1])
     a, b, _ = _case("bf16", 33, 17, 65)
     tilegemm.matmul(a, b)
     assert seen == [True]
@@ -148,7 +147,7 @@ def test_accumulate_chain_and_prepacked(dtype, tiling, path):
     a2, b2 = operands(dtype, (33, 20), (20, 18), rng)
     want = tilegemm.reference.matmul(a1, b1, dtype)
     want = tilegemm.reference.matmul(a2, b2, dtype, c=want)
-    out = np.empty((33, 18), get_format(dtype).out)
+    out = np.empty((33, 18), instr(dtype).acc)
     tilegemm.matmul(a1, tilegemm.pack(b1, dtype), tiling=tiling, out=out)
     r = tilegemm.matmul(a2, tilegemm.pack(b2, dtype), tiling=tiling, out=out, accumulate=True)
     assert r is out
@@ -158,14 +157,14 @@ def test_accumulate_chain_and_prepacked(dtype, tiling, path):
 @pytest.mark.parametrize("name,dtype,a,b,c,expected", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("tiling", SEED_TILINGS)
 def test_hand_worked_cases(name, dtype, a, b, c, expected, tiling, path):
-    fmt = get_format(dtype)
+    fmt = instr(dtype)
     a = np.array(a)
     b = np.array(b)
-    want = np.array(expected, fmt.out)
+    want = np.array(expected, fmt.acc)
     if c is None:
         got = tilegemm.matmul(a, b, dtype, tiling)
     else:
-        got = np.array(c, fmt.out)
+        got = np.array(c, fmt.acc)
         tilegemm.matmul(a, b, dtype, tiling, out=got, accumulate=True)
     assert_bits(got, want, name)
     # The same case embedded in a larger GEMM, at a tile edge, with neighbours around it.
@@ -176,7 +175,7 @@ def test_hand_worked_cases(name, dtype, a, b, c, expected, tiling, path):
     got = tilegemm.matmul(big_a, big_b, dtype, tiling)
     assert_bits(
         got[17:18, 33:34],
-        np.array(expected, fmt.out) if c is None else tilegemm.reference.matmul(a, b, dtype),
+        np.array(expected, fmt.acc) if c is None else tilegemm.reference.matmul(a, b, dtype),
         name + " (embedded)",
     )
 

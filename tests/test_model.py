@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tilegemm import model
+from tilegemm import benchmark, model
 
 N = 32768
 
@@ -61,7 +61,7 @@ def test_edges_and_errors():
 
 
 def test_report_runs_every_tiling(capsys):
-    rows = model.report(64, 64, 64, "int8", measure=48)
+    rows = benchmark.model_report(64, 64, 64, "int8", measure=48)
     out = capsys.readouterr().out
     assert "AMX six accumulators" in out and "lower bound" in out
     assert [r["tiling"] for r in rows] == list(__import__("tilegemm").TILINGS)
@@ -70,5 +70,5 @@ def test_report_runs_every_tiling(capsys):
 
 def test_report_measures_unsigned_dtypes(capsys):
     # Operands come from Format.sample, which respects each operand's signedness.
-    rows = model.report(32, 32, 32, "u8u8", measure=32)
+    rows = benchmark.model_report(32, 32, 32, "u8u8", measure=32)
     assert len(rows) == len(__import__("tilegemm").TILINGS)

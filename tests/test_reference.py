@@ -5,15 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cases import CASES
-from conftest import assert_bits
+from conftest import assert_bits, instr
 from oracle import exact_op
 
 from tilegemm import reference
-from tilegemm.formats import get_format
 
 
 def _expected(dtype, value):
-    return np.array(value, dtype=get_format(dtype).out)
+    return np.array(value, dtype=instr(dtype).acc)
 
 
 @pytest.mark.parametrize("name,dtype,a,b,c,expected", CASES, ids=[c[0] for c in CASES])

@@ -1,14 +1,58 @@
 """tilegemm: Intel AMX tile matrix multiplies, bit for bit, on any CPU.
 
-Public names only; see ``tilegemm.matmul`` to start.
+Start with :func:`tilegemm.matmul`. Public names are listed in ``__all__``; the public submodules
+(``tilegemm.reference``, ``tilegemm.amx``, ``tilegemm.inspect``, ``tilegemm.model``,
+``tilegemm.instructions`` ...) are attributes of the package, imported on first use so that
+``import tilegemm`` stays light.
 """
 
-from . import reference
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from .api import matmul
 from .compare import BitDiff, bitdiff
 from .dispatch import TILINGS
-from .formats import DTYPES
+from .instructions import DTYPES, ISAS
 from .packing import PackedB, pack
 
-__all__ = ["matmul", "pack", "PackedB", "bitdiff", "BitDiff", "reference", "DTYPES", "TILINGS", "__version__"]
-__version__ = "0.1.0"
+__all__ = [
+    "matmul",
+    "pack",
+    "PackedB",
+    "bitdiff",
+    "BitDiff",
+    "reference",
+    "DTYPES",
+    "ISAS",
+    "TILINGS",
+    "__version__",
+]
+__version__ = "0.2.0"
+
+#: Submodules reachable as ``tilegemm.<name>`` and imported on first access.
+SUBMODULES = (
+    "amx",
+    "benchmark",
+    "compare",
+    "convert",
+    "dispatch",
+    "formats",
+    "inspect",
+    "instructions",
+    "model",
+    "packing",
+    "plan",
+    "reference",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'tilegemm' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(SUBMODULES))

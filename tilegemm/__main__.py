@@ -9,24 +9,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
 from . import reference
 from .api import matmul
 from .compare import bitdiff
-from .formats import FORMATS
+from .instructions import DEFAULT_ISA, PROFILES
 from .packing import pack
 
 
-def _gflops(fn, flops, min_time=0.2, max_reps=50):
-    fn()  # warm-up (and compilation, the first time)
-    reps, t0 = 0, time.perf_counter()
-    while reps < max_reps and (time.perf_counter() - t0 < min_time or reps < 2):
-        fn()
-        reps += 1
-    return flops * reps / (time.perf_counter() - t0) / 1e9
+def _gflops(fn, flops):
+    from .benchmark import median_time
+
+    return flops / median_time(fn, 5, warmup=2) / 1e9
 
 
 def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> int:
@@ -34,7 +30,7 @@ def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> in
     rng = np.random.default_rng(seed)
     print(f"{'dtype':6} {'tiling':6} {'size':>5} {'check':>8} {'GFLOP/s':>8} {'differs from f32 numpy':>23}", file=out)
     failures = 0
-    for name, fmt in FORMATS.items():
+    for name, fmt in PROFILES[DEFAULT_ISA].dtypes.items():
         m, n, k = check
         ca, cb = fmt.sample(m, k, n, rng)
         want = reference.matmul(ca, cb, name)
@@ -47,9 +43,9 @@ def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> in
                 got = matmul(a, packed, tiling=tiling)
                 rate = _gflops(lambda: matmul(a, packed, tiling=tiling), 2.0 * size**3)
                 # What the usual stand-in returns: upcast the rounded inputs, float32 numpy.matmul.
-                a_in = fmt.to_element(a, "a").astype(np.float32)
+                a_in = fmt.a.to_element(a, "a", name).astype(np.float32)
                 b_in = packed.unpack().astype(np.float32)
-                naive = (a_in @ b_in).astype(fmt.out)
+                naive = (a_in @ b_in).astype(fmt.acc)
                 share = bitdiff(got, naive).share
                 print(
                     f"{name:6} {tiling:6} {size:5d} {'exact' if ok else 'WRONG':>8} {rate:8.2f} {share:22.1%}", file=out
@@ -105,11 +101,11 @@ def main(argv=None) -> int:
     md.add_argument("--m", type=int, default=32768)
     md.add_argument("--n", type=int, default=32768)
     md.add_argument("--k", type=int, default=32768)
-    md.add_argument("--dtype", default="int8", choices=sorted(FORMATS) + ["int8"])
+    md.add_argument("--dtype", default="int8", choices=list(PROFILES[DEFAULT_ISA].names()))
     md.add_argument("--measure", type=int, default=1024, help="size to time every tiling at (0: skip)")
     md.add_argument("--threads", type=int, default=None)
     ir = sub.add_parser("ir", help="LLVM IR / assembly of a microkernel, its vectorization report, real AMX code")
-    ir.add_argument("--dtype", default="bf16", choices=sorted(FORMATS) + ["int8"])
+    ir.add_argument("--dtype", default="bf16", choices=list(PROFILES[DEFAULT_ISA].names()))
     ir.add_argument("--tiling", default="2x2")
     ir.add_argument("--isa", default="amx", choices=["amx", "avx512"])
     ir.add_argument("--asm", action="store_true", help="print the microkernel's assembly")
@@ -120,9 +116,9 @@ def main(argv=None) -> int:
     if args.verb == "ir":
         return _ir(args)
     if args.verb == "model":
-        from . import model
+        from . import benchmark
 
-        model.report(args.m, args.n, args.k, args.dtype, args.measure, args.threads)
+        benchmark.model_report(args.m, args.n, args.k, args.dtype, args.measure, args.threads)
         return 0
     if args.verb == "demo":
         return demo(tuple(args.sizes))

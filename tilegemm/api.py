@@ -1,7 +1,9 @@
-"""``tilegemm.matmul``: check and convert operands once, pack B, look up the kernel, run it.
+"""``tilegemm.matmul``: the one-way data path of a call.
 
-All validation happens before anything is written, so an error leaves ``out`` untouched. No
-Python loop runs over tiles or elements here; the compiled kernels do that.
+API checks (shapes, ``out``, ``threads``) -> operand conversion (``formats``) -> packing (A
+panels and B, ``packing``) -> plan (the fast-path proof and the kernel, ``plan`` / ``dispatch``)
+-> kernel -> result. All validation happens before anything is written, so an error leaves
+``out`` untouched. No Python loop runs over tiles or elements here; the compiled kernels do that.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
-from . import convert, dispatch
-from .formats import Format, daz, get_format
-from .packing import PackedB, _pack_elements
+from . import dispatch, instructions, plan
+from .formats import daz
+from .instructions import Instruction, Profile
+from .packing import PackedB, a_panels, pack_codes
 
 __all__ = ["matmul"]
 
@@ -46,21 +49,26 @@ def _matmul_shapes(a_shape, b_shape):
     return a2, b2, tuple(batch), M, K, N, result
 
 
-def _resolve_dtype(dtype, b) -> Format:
+def _resolve(dtype, isa, b) -> tuple[Profile, str, Instruction]:
+    """The profile, dtype name and instruction of a call; a PackedB supplies what is not given."""
     if isinstance(b, PackedB):
-        if dtype is not None and get_format(dtype).name != b.dtype:
-            raise ValueError(f"dtype {dtype!r} contradicts the packed B, which was packed for {b.dtype!r}")
-        return get_format(b.dtype)
-    return get_format("bf16" if dtype is None else dtype)
+        p, name, instr = instructions.resolve(b.isa if isa is None else isa, b.dtype if dtype is None else dtype)
+        if instr.b_layout != b.instruction.b_layout:
+            raise ValueError(
+                f"dtype {name!r} on isa={p.name!r} contradicts the packed B, which was packed for "
+                f"{b.dtype!r} on isa={b.isa!r}"
+            )
+        return p, name, instr
+    return instructions.resolve(instructions.DEFAULT_ISA if isa is None else isa, "bf16" if dtype is None else dtype)
 
 
-def _check_out(out, result_shape, fmt: Format, operands) -> None:
+def _check_out(out, result_shape, name: str, instr: Instruction, operands) -> None:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
     if out.shape != result_shape:
         raise ValueError(f"out has shape {out.shape}, but the result has shape {result_shape}")
-    if out.dtype != fmt.out:
-        raise ValueError(f"out has dtype {out.dtype}, but dtype {fmt.name!r} returns {fmt.out}")
+    if out.dtype != instr.acc:
+        raise ValueError(f"out has dtype {out.dtype}, but dtype {name!r} returns {instr.acc}")
     if not out.flags.c_contiguous:
         raise ValueError("out must be C-contiguous")
     if not out.flags.writeable:
@@ -103,7 +111,7 @@ def _batch_index(shape, batch) -> np.ndarray:
     return np.array(np.broadcast_to(idx, batch), dtype=np.int64).ravel()  # writable: one kernel type
 
 
-def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None, isa="amx"):
+def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None, isa=None):
     """Matrix product with the exact bits of an Intel AMX tile-multiply sequence.
 
     Parameters
@@ -116,24 +124,25 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         Right operand, or B already packed with :func:`tilegemm.pack`.
     dtype : str, optional
         ``"bf16"`` (TDPBF16PS), ``"fp16"`` (TDPFP16PS), ``"int8"``/``"s8s8"`` (TDPBSSD),
-        ``"s8u8"`` (TDPBSUD), ``"u8s8"`` (TDPBUSD), ``"u8u8"`` (TDPBUUD). Default: the packed
-        B's dtype, else ``"bf16"``.
+        ``"s8u8"`` (TDPBSUD), ``"u8s8"`` (TDPBUSD), ``"u8u8"`` (TDPBUUD): the dtypes of the
+        ``isa`` profile. Default: the packed B's dtype, else ``"bf16"``.
     tiling : str, optional
         ``"RxC"``: R accumulator tiles along M by C along N per superblock, any of
         :data:`tilegemm.TILINGS` (``R*C + 2 <= 8``; ``"1x1"`` and ``"2x2"`` are the seed's), or
         ``"auto"`` (:func:`tilegemm.dispatch.auto_tiling`). Default ``"2x2"``. The bits never
         depend on it.
     out : numpy.ndarray, optional
-        C-contiguous float32/int32 array of the result's shape to write into.
+        C-contiguous array of the result's shape and dtype to write into.
     accumulate : bool
-        Continue the AMX chain from ``out`` (``C += A @ B``) instead of from +0.
+        Continue the instruction chain from ``out`` (``C += A @ B``) instead of from zero.
     threads : int, optional
         Worker threads for this call only (default: Numba's current setting).
-    isa : {"amx", "avx512"}
-        ``"amx"`` emulates the tile multiply named by ``dtype``. ``"avx512"`` (bf16 only) emulates
-        the seed's AVX-512 BF16 baseline, VDPBF16PS: one FP32 accumulator per element, each pair's
-        odd product first. It has no tiles; ``tiling`` is accepted and only orders the blocks of
-        C, which never changes a bit.
+    isa : str, optional
+        The instruction profile (:data:`tilegemm.instructions.ISAS`): ``"amx"`` (default, or the
+        packed B's) emulates the tile multiply named by ``dtype``; ``"avx512"`` (bf16) the seed's
+        AVX-512 BF16 baseline, VDPBF16PS: one FP32 accumulator per element, each pair's odd
+        product first. Profiles without tiles accept ``tiling``; it only orders the blocks of C,
+        which never changes a bit.
 
     Returns
     -------
@@ -150,10 +159,10 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     >>> tilegemm.matmul(np.int8([[1, -2]]), np.int8([[3], [4]]), dtype="int8")
     array([[-5]], dtype=int32)
     """
-    fmt = _resolve_dtype(dtype, b)
+    prof, name, instr = _resolve(dtype, isa, b)
     tiling = "2x2" if tiling is None else tiling
     if tiling != "auto":
-        kernel = dispatch.lookup(isa, fmt, tiling)
+        dispatch.lookup(prof.name, name, tiling)  # validates the tiling before any work
     _check_threads(threads)
     if accumulate and out is None:
         raise ValueError("accumulate=True needs out= holding the C to accumulate into")
@@ -163,59 +172,46 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     b_arr = None if packed is not None else np.asarray(b)
     b_shape = packed.shape if packed is not None else b_arr.shape
     a2, b2, batch, M, K, N, result_shape = _matmul_shapes(a.shape, b_shape)
-    if tiling == "auto":
-        kernel = dispatch.lookup(isa, fmt, dispatch.auto_tiling(M, N))
+    kernel = dispatch.lookup(prof.name, name, dispatch.auto_tiling(M, N) if tiling == "auto" else tiling)
+    family = kernel.family
 
-    # float32 to BF16/FP16 is rounded inside the compiled panel pass; everything else converts here.
-    fast_f32 = fmt.is_float and a.dtype == np.float32
-    a_el = a.reshape(a2) if fast_f32 else fmt.to_bits(a, "a").reshape(a2)
+    # -- operand conversion: float32 headed for a 16-bit float is rounded inside the compiled
+    # A panel pass; everything else becomes codes here (rounded once, or range-checked).
+    a_in = a if (instr.a.f32_round is not None and a.dtype == np.float32) else instr.a.to_codes(a, "a", name)
     if packed is None:
-        b_el = fmt.to_bits(b_arr, "b", b_side=True).reshape(b2)
+        b_codes = instr.b.to_codes(b_arr, "b", name).reshape(b2)
     if out is not None:
         operands = [("a", a)] + ([("b", packed.data)] if packed is not None else [("b", b_arr)])
-        _check_out(out, result_shape, fmt, operands)
+        _check_out(out, result_shape, name, instr, operands)
     # -- nothing above writes; from here on the inputs are valid ---------------------------
-    if packed is None:
-        packed = _pack_elements(fmt, b_el)
-
-    C = out if out is not None else np.empty(result_shape, fmt.out)
+    C = out if out is not None else np.empty(result_shape, instr.acc)
     if not accumulate:
         C[...] = 0
     if K == 0 or C.size == 0:
-        return C  # no instruction runs: C stays as it was (accumulate) or +0
+        return C  # no instruction runs: C stays as it was (accumulate) or zero
     C3 = C.reshape((-1, M, N))
-    if accumulate and fmt.is_float:
-        np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (SEMANTICS.md)
+    if accumulate and instr.dst_daz:
+        np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (docs/semantics.md)
 
+    # -- packing ---------------------------------------------------------------------------
+    if packed is None:
+        packed = pack_codes(b_codes, prof.name, name)
     a_batch = a2[:-2]
     nA = int(np.prod(a_batch, dtype=np.int64))
-    panels = (nA, -(-M // 16), packed.data.shape[-4], 16, fmt.k_step)
-    a_range = None
-    if fmt.is_float:
-        A = np.zeros(panels, np.uint32)
-        if fast_f32:  # float32 -> BF16/FP16 rounding fused into the panel pass
-            mode = convert.MODE_F32_TO_BF16 if fmt.name == "bf16" else convert.MODE_F32_TO_FP16
-            a_range = convert.pack_a_float(a.view(np.uint32).reshape(nA, M, K), mode, A)
-        else:
-            mode = convert.MODE_BF16 if fmt.name == "bf16" else convert.MODE_FP16
-            a_range = convert.pack_a_float(a_el.reshape(nA, M, K), mode, A)
-        A = A.view(np.float32)
-        a_range = None if a_range[0] > a_range[1] else a_range
-    else:
-        A = np.zeros(panels, fmt.element)
-        convert.pack_a_int(a_el.reshape(nA, M, K), A)
-    B = packed.kernel_b()
+    A, a_range = a_panels(instr, family.a_layout, a_in.reshape(nA, M, K), packed.data.shape[-4])
+    B = packed.kernel_b(family.b_layout, instr.daz_inputs)
+
+    # -- plan: the proof (float families) and the entry point ------------------------------
+    b_range = c_range = None
+    if family.needs_proof:
+        c_range = plan.exponent_range(C3) if accumulate else None
+        if packed._stats is None:
+            packed._stats = plan.exponent_range(B)
+        b_range = packed._stats
+    p = plan.make_plan(kernel, threads, a_range, b_range, c_range)
+
     ia = _batch_index(a_batch, batch)
     ib = _batch_index(b2[:-2], batch)
-
-    loop = kernel.fast
-    if fmt.is_float:
-        c_range = dispatch.exponent_range(C3) if accumulate else None
-        if packed._stats is None:
-            packed._stats = dispatch.exponent_range(B)
-        if not dispatch.fast_path_ok(fmt, a_range, packed._stats, c_range):
-            loop = kernel.exact
-
     with _LAUNCH, _numba_threads(threads):
-        loop(A, B, C3, ia, ib, K, kernel.rows, kernel.cols)
+        p.entry(A, B, C3, ia, ib, K, kernel.rows, kernel.cols)
     return C

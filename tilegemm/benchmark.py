@@ -24,38 +24,48 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-import ml_dtypes
 import numpy as np
 
 from . import __version__
 from .api import matmul
 from .compare import bitdiff
 from .dispatch import TILINGS
-from .formats import get_format
+from .instructions import DEFAULT_ISA, PROFILES, Instruction, resolve
 from .packing import pack
 
-__all__ = ["Contender", "contenders", "inputs", "sweep", "targets", "reps_for", "main"]
+__all__ = ["Contender", "contenders", "inputs", "sweep", "targets", "reps_for", "median_time", "main"]
 
-#: The seed's sweep groups: tilegemm dtype of each.
-GROUPS = {"BF16": "bf16", "INT8": "s8s8", "FP16": "fp16"}
+#: The seed's sweep: one group per dtype it measured, labelled as the seed labels them.
+SEED_DTYPES = ("bf16", "int8", "fp16")
+SEED_TILINGS = ("1x1", "2x2")
+SEED_GROUPS = tuple(d.upper() for d in SEED_DTYPES)
+
+
+def group_dtype(group: str) -> str:
+    """The dtype of a group label (``"BF16"`` -> ``"bf16"``)."""
+    return group.lower()
+
+
+def _instruction(group: str) -> Instruction:
+    return resolve(DEFAULT_ISA, group_dtype(group))[2]
 
 
 @dataclass(frozen=True)
 class Contender:
-    """One way to multiply a group's inputs. ``prepare(a, b, threads)`` returns a zero-argument
-    callable that runs the product once (all set-up, packing included, done before)."""
+    """One way to multiply a group's inputs. ``prepare(a, b, threads, group)`` returns a
+    zero-argument callable that runs the product once (all set-up, packing included, done before)."""
 
     name: str
     group: str
     prepare: Callable
-    exact: bool = False  # a tilegemm contender: must reproduce the AMX bits
+    exact: bool = False  # reproduces the AMX bits by construction
     needs: str | None = None  # module that must be importable
 
 
-def _tilegemm(tiling, isa="amx"):
+def _tilegemm(tiling, isa=DEFAULT_ISA):
     def prepare(a, b, threads, group):
-        packed = pack(b, GROUPS[group])
-        return lambda: matmul(a, packed, tiling=tiling, threads=threads, isa=isa)
+        packed = pack(b, group_dtype(group), isa)
+        return lambda: matmul(a, packed, tiling=tiling, threads=threads)
 
     return prepare
 
@@ -79,41 +89,39 @@ def _torch_as(name):
     return prepare
 
 
-SEED_TILINGS = ("1x1", "2x2")
-
-
-def contenders(tilings=SEED_TILINGS) -> list[Contender]:
-    """Everything the sweep times, group by group (tilegemm with the seed's tilings by default)."""
+def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES) -> list[Contender]:
+    """Everything the sweep times, group by group: tilegemm's AMX emulation with each tiling
+    (the seed's by default), every other profile that takes the dtype, numpy float32 (the
+    yardstick), and numpy and torch in the dtype's own element type."""
     for t in tilings:
         if t not in TILINGS:
             raise ValueError(f"unknown tiling {t!r}; valid tilings are {', '.join(TILINGS)}")
     out = []
-    for group in GROUPS:
+    for dtype in dtypes:
+        group = dtype.upper()
+        instr = resolve(DEFAULT_ISA, dtype)[2]
         for tiling in tilings:
             out.append(Contender(f"tilegemm {tiling}", group, _tilegemm(tiling), exact=True))
-        if group == "BF16":
-            out.append(Contender("tilegemm avx512", group, _tilegemm("2x2", "avx512")))
+        for p in PROFILES.values():
+            if p.name != DEFAULT_ISA and dtype in p.names():
+                out.append(Contender(f"tilegemm {p.name}", group, _tilegemm("2x2", p.name)))
+        element = instr.a.element
         out.append(Contender("numpy float32", group, _numpy_as(np.float32)))
-        if group == "BF16":
-            out.append(Contender("numpy bfloat16", group, _numpy_as(ml_dtypes.bfloat16)))
-            out.append(Contender("torch bfloat16", group, _torch_as("bfloat16"), needs="torch"))
-        elif group == "INT8":
-            out.append(Contender("numpy int8", group, _numpy_as(np.int8)))
-            out.append(Contender("torch int8", group, _torch_as("int8"), needs="torch"))
-        else:
-            out.append(Contender("numpy float16", group, _numpy_as(np.float16)))
-            out.append(Contender("torch float16", group, _torch_as("float16"), needs="torch"))
+        out.append(Contender(f"numpy {element.name}", group, _numpy_as(element)))
+        out.append(Contender(f"torch {element.name}", group, _torch_as(element.name), needs="torch"))
     return out
 
 
 def inputs(group: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Square inputs already representable in the group's format, so every contender multiplies
-    the same values: BF16/FP16 values held in float32, int8 values in int8."""
+    the same values: 16-bit float values held in float32, integers in their 8-bit type."""
+    instr = _instruction(group)
     rng = np.random.default_rng([seed, n])
-    if group == "INT8":
-        return (rng.integers(-128, 128, (n, n)).astype(np.int8), rng.integers(-128, 128, (n, n)).astype(np.int8))
-    fmt = get_format(GROUPS[group])
-    a, b = (rng.standard_normal((n, n)).astype(fmt.element).astype(np.float32) for _ in range(2))
+    name = group_dtype(group)
+    a, b = instr.sample(n, n, n, rng)
+    if instr.is_float:  # round once to the format, then hold the exact values in float32
+        a = instr.a.decode(instr.a.to_codes(a, "a", name))
+        b = instr.b.decode(instr.b.to_codes(b, "b", name))
     return a, b
 
 
@@ -181,22 +189,30 @@ class Row:
     skipped: str | None = None
 
 
-def _time(run, reps, warmup=5):
+def median_time(run, reps, warmup=5):
+    """Seconds one ``run()`` takes: ``warmup`` untimed calls, then the median of ``reps`` timed ones."""
     for _ in range(warmup):
         run()
-    t0 = time.perf_counter()
+    times = []
     for _ in range(reps):
+        t0 = time.perf_counter()
         run()
-    return (time.perf_counter() - t0) / reps
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def sweep(
-    sizes=(256, 512, 1024, 2048), groups=tuple(GROUPS), threads=None, budget=30.0, progress=None, tilings=SEED_TILINGS
+    sizes=(256, 512, 1024, 2048),
+    groups=SEED_GROUPS,
+    threads=None,
+    budget=30.0,
+    progress=None,
+    tilings=SEED_TILINGS,
 ) -> list[Row]:
     """The seed's sweep. A contender projected (from its previous size, n^3 scaling) to exceed
     ``budget`` seconds at a size is skipped there and at every larger size."""
     rows: list[Row] = []
-    todo = [c for c in contenders(tilings) if c.group in groups]
+    todo = [c for c in contenders(tilings, tuple(group_dtype(g) for g in groups))]
     last_time: dict[str, tuple[int, float]] = {}
     dead: dict[str, str] = {}
     # Compile the kernels once, outside every clock.
@@ -209,7 +225,7 @@ def sweep(
         for n in sizes:
             for g in groups:
                 a, b = inputs(g, n)
-                exact = matmul(a, pack(b, GROUPS[g]), threads=threads)
+                exact = matmul(a, pack(b, group_dtype(g)), threads=threads)
                 exact64 = a.astype(np.float64) @ b.astype(np.float64)
                 group_rows = []
                 for c in todo:
@@ -241,14 +257,14 @@ def sweep(
                         warm = 0
                     else:
                         warm = 5
-                    sec = _time(run, reps, warm)
+                    sec = median_time(run, reps, warm)
                     last_time[c.name] = (n, sec)
                     row.seconds, row.reps, row.gflops = sec, reps, 2.0 * n**3 / sec / 1e9
                     cmp = result.astype(exact.dtype) if result.dtype != exact.dtype else result
                     row.differs = bitdiff(cmp, exact).share
                     row.max_ulp = (
                         _ulp_distance(result.astype(np.float64), exact64)
-                        if g != "INT8"
+                        if _instruction(g).is_float
                         else float(np.max(np.abs(result.astype(np.int64) - exact64.astype(np.int64))))
                     )
                 base = next((r for r in group_rows if r.contender == "numpy float32" and r.gflops), None)
@@ -273,7 +289,7 @@ def machine_info(threads) -> dict:
         "numpy": np.__version__,
         "numba": numba.__version__,
         "llvmlite": __import__("llvmlite").__version__,
-        "ml_dtypes": ml_dtypes.__version__,
+        "ml_dtypes": __import__("ml_dtypes").__version__,
     }
     if "torch" in sys.modules:
         versions["torch"] = sys.modules["torch"].__version__
@@ -334,7 +350,7 @@ def _plot(rows, info, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = [g for g in GROUPS if any(r.group == g for r in rows)]
+    groups = list(dict.fromkeys(r.group for r in rows))
     fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4.5), squeeze=False)
     for ax, g in zip(axes[0], groups):
         names = dict.fromkeys(r.contender for r in rows if r.group == g)
@@ -428,11 +444,11 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
         for group, goal in (("BF16", 0.75), ("FP16", 0.75), ("INT8", 0.85)):
             for n in sizes:
                 a, b = inputs(group, n)
-                packed = pack(b, GROUPS[group])
+                packed = pack(b, group_dtype(group))
                 a32, b32 = inputs("BF16", n)
                 r, s = _median_ratio(lambda: matmul(a, packed, tiling="2x2", threads=1), lambda: a32 @ b32, repeats)
                 add(f"{group} 2x2 prepacked n={n}, 1 thread vs numpy float32", r, f">= {goal}", r >= goal, s)
-                if group == "INT8":
+                if not _instruction(group).is_float:  # numpy's own int8 matmul, for scale
                     a8, b8 = a, b
                     r8, s8 = _median_ratio(lambda: matmul(a, packed, threads=1), lambda: a8 @ b8, 1 if n > 1024 else 3)
                     add(f"INT8 2x2 n={n}, 1 thread vs numpy int8", r8, ">= 10", r8 >= 10, s8)
@@ -536,3 +552,66 @@ def main(args) -> int:
         for p in write_outputs(rows, info, args.out):
             print(f"wrote {p}")
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# The traffic model beside counted tile loads and measured speed (python -m tilegemm model)
+# --------------------------------------------------------------------------------------------
+
+
+def model_report(m=32768, n=32768, k=32768, dtype="int8", measure=1024, threads=None, out=print) -> list[dict]:
+    """The model for the excerpt's strategies and every tilegemm tiling at ``m x n x k``, the
+    counted tile loads of the seed-style ports, then each tiling's model at ``measure``^3 beside
+    its measured speed there. Returns the measured rows."""
+    from . import model
+    from .amx import seed
+
+    p, name, instr = resolve(DEFAULT_ISA, dtype)
+    out(f"model: M={m} N={n} K={k} {dtype} ({instr.a.nbytes} byte(s) per element)")
+    out(f"{'strategy':24} {'block (elements)':>16} {'invocations':>13} {'bytes loaded':>14} {'bytes/MAC':>9}")
+    cases = list(model.strategies().items()) + [(f"tilegemm {t}", model.tiling_block(t)) for t in TILINGS]
+    for label, blk in cases:
+        t = model.traffic(m, n, k, blk, dtype)
+        out(f"{label:24} {blk[0]:>7} x {blk[1]:<6} {t.invocations:13,d} {t.bytes_loaded:14.4g} {t.bytes_per_mac:9.4f}")
+    lb = model.lower_bound(m, n, k, 32 * 48, dtype) / (m * n * k)
+    out(f"lower bound 2MNK/sqrt(T) for T = 32 x 48: {lb:.4f} bytes/MAC")
+    kk = 4 * instr.k_step
+    out(f"\ncounted: the seed-style ports on tilegemm.amx ({dtype}, 96 x 96 x {kk}), tile loads per tile multiply")
+    out(f"{'kernel':30} {'model':>6} {'counted':>8}")
+    ports = [
+        ("1x1", seed.gemm_1x1, 1, 1, {}),
+        ("2x2 (listing as printed)", seed.gemm_2x2, 2, 2, {}),
+        ("2x2 (B tiles resident)", seed.gemm_2x2_resident, 2, 2, {}),
+        ("2x3 (one A, one B register)", seed.gemm_single_buffered, 2, 3, {"R": 2, "C": 3}),
+        ("3x2 (one A, one B register)", seed.gemm_single_buffered, 3, 2, {"R": 3, "C": 2}),
+    ]
+    for label, port, r, c, kw in ports:
+        counted = seed.count(port, 96, 96, kk, name, **kw).load_to_compute
+        out(f"{label:30} {(r + c) / (r * c):6.3f} {counted:8.3f}")
+    out(
+        "The model loads each A and B tile once per K step of a block: (R + C) / (R C) per multiply. "
+        "Counted loads exceed it where a kernel reloads: the printed 2x2 listing reloads TMM6 and TMM7, "
+        "and with a single A and B register every row block reloads the B tiles (2x3: 8 loads per 6 "
+        "multiplies where the model counts 5)."
+    )
+    rows = []
+    if measure:
+        s = measure
+        a, b = instr.sample(s, s, s, np.random.default_rng(0))
+        packed = pack(b, name)
+        out(
+            f"\nmeasured: {s} x {s} x {s} {dtype}, prepacked B. The model counts what AMX "
+            f"code loads into tile registers; the emulator has no tile registers, so its speed shows "
+            f"how well a superblock's A and B blocks are reused from cache instead."
+        )
+        out(f"{'tiling':8} {'bytes/MAC (model)':>17} {'GFLOP/s':>9}")
+        for t in TILINGS:
+            sec = median_time(lambda: matmul(a, packed, tiling=t, threads=threads), 3, warmup=1)
+            row = {
+                "tiling": t,
+                "bytes_per_mac": model.traffic(s, s, s, model.tiling_block(t), dtype).bytes_per_mac,
+                "gflops": 2 * s**3 / sec / 1e9,
+            }
+            rows.append(row)
+            out(f"{t:8} {row['bytes_per_mac']:17.4f} {row['gflops']:9.1f}")
+    return rows

@@ -1,19 +1,36 @@
-"""The one table that says which compiled kernel serves which (isa, dtype, tiling).
+"""The kernel table: which compiled kernel serves which (isa, dtype, tiling), as data.
 
-Nothing else in tilegemm knows kernel names: ``matmul``, ``inspect`` and the benchmark CLI all
-ask :func:`lookup`. Also here: the per-call proof that lets a float kernel take its fast path.
+Each instruction record (:mod:`tilegemm.instructions`) names its kernel *family*; a family is a
+set of compiled entry points in ``tilegemm.kernels.gemm`` with the operand layouts they read and
+whether the fast entry needs the per-call proof (``tilegemm.plan``). The body shape inside a
+family (rows x columns per body, vector width) comes from the per-target table
+``tilegemm.kernels.targets``. :data:`TILINGS` are the superblock shapes every kernel runs.
+``matmul``, ``inspect``, the benchmark and the CLI all look kernels up here; nothing else knows
+an entry point's name.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable
+from types import MappingProxyType
+from typing import Any, Callable
 
-import numpy as np
+from .instructions import PROFILES, Instruction, resolve
+from .model import parse_tiling, tiling_block, traffic
 
-from .formats import FORMATS, Format, get_format
-
-__all__ = ["Kernel", "TILINGS", "ISAS", "lookup", "fast_path_ok", "exponent_range"]
+__all__ = [
+    "Family",
+    "FAMILIES",
+    "Kernel",
+    "TILINGS",
+    "TILE_REGISTERS",
+    "lookup",
+    "table",
+    "auto_tiling",
+    "parse_tiling",
+]
 
 TILE_REGISTERS = 8
 
@@ -27,60 +44,123 @@ def _feasible_tilings() -> tuple[str, ...]:
 #: Tilings: "RxC" is R accumulator tiles along M by C along N (an output block of 16R x 16C),
 #: every pair with R*C + 2 <= 8 tile registers. "1x1" and "2x2" are the seed's.
 TILINGS: tuple[str, ...] = _feasible_tilings()
-ISAS: tuple[str, ...] = ("amx", "avx512")
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family of compiled kernels (entry points named as in ``tilegemm.kernels.gemm``).
+
+    Attributes
+    ----------
+    name:
+        The family key instruction records use.
+    fast, exact:
+        Entry points: ``exact`` is right for every input; ``fast`` for inputs that pass the
+        per-call proof when ``needs_proof`` (otherwise it is right for every input too).
+    variant:
+        The fast body's variant constant in ``tilegemm.kernels.tiles`` (for reading its code).
+    a_layout, b_layout:
+        What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values, or
+        ``"bytes"`` the 8-bit codes.
+    """
+
+    name: str
+    fast: str
+    exact: str
+    variant: str
+    a_layout: str
+    b_layout: str
+    needs_proof: bool
+
+    def entry(self, which: str) -> Callable[..., Any]:
+        """The compiled entry point ``"fast"`` or ``"exact"`` (imported on first use)."""
+        from .kernels import gemm
+
+        return getattr(gemm, getattr(self, which))  # type: ignore[no-any-return]
+
+    def superblock_step(self, rows: int, cols: int) -> Callable[..., Any]:
+        """A compilable function running one K step of a rows x cols superblock through the fast
+        body (``tilegemm.kernels.gemm.superblock_step``), for reading its code."""
+        from .kernels import gemm, tiles
+
+        return gemm.superblock_step(getattr(tiles, self.variant), rows, cols)  # type: ignore[no-any-return]
+
+
+#: Kernel families by name.
+FAMILIES: Mapping[str, Family] = MappingProxyType(
+    {
+        "f32pairs": Family("f32pairs", "gemm_amx_fast", "gemm_amx_exact", "AMX_FAST", "f32", "f32", True),
+        "vdp": Family("vdp", "gemm_avx512_fast", "gemm_avx512_exact", "AVX512_FAST", "f32", "f32", True),
+        "i8quads": Family("i8quads", "gemm_int", "gemm_int", "AMX_EXACT", "bytes", "bytes", False),
+    }
+)
 
 
 @dataclass(frozen=True)
 class Kernel:
-    """One table entry: the compiled loop and the tiling it is run with."""
+    """One table entry: the compiled loop for (isa, dtype, tiling) and the body it runs.
 
-    name: str
-    exact: Callable  # the compiled loop for any input
-    fast: Callable  # the compiled loop for inputs that pass ``fast_path_ok``
+    ``name`` says what it is, XNNPACK style: instruction, tiling, family, body shape (C rows x
+    columns per body call) and target class, e.g. ``tdpbf16ps-2x2-f32pairs-4x16-avx512``.
+    """
+
+    isa: str
+    dtype: str
+    tiling: str
+    instruction: Instruction
+    family: Family
     rows: int
     cols: int
 
+    @property
+    def body(self):
+        """The body's :class:`tilegemm.kernels.targets.Shape` on the compile target."""
+        from .kernels.targets import shape
 
-def _build_table() -> dict[tuple[str, str, str], Kernel]:
-    from .kernels import gemm as g
+        return shape(self.family.name)
 
-    table = {}
-    for tiling in TILINGS:
-        r, c = (int(x) for x in tiling.split("x"))
-        for name, fmt in FORMATS.items():
-            if fmt.is_float:
-                k = Kernel(f"gemm_fp32fma_{tiling}", g.gemm_amx_exact, g.gemm_amx_fast, r, c)
-            else:
-                k = Kernel(f"gemm_i8dot_{tiling}", g.gemm_int, g.gemm_int, r, c)
-            table[("amx", name, tiling)] = k
-        # VDPBF16PS has no tile registers: the tiling only orders the C blocks (bits unaffected).
-        table[("avx512", "bf16", tiling)] = Kernel(
-            f"gemm_vdpbf16ps_{tiling}", g.gemm_avx512_exact, g.gemm_avx512_fast, r, c
-        )
-    return table
+    @property
+    def target(self) -> str:
+        from .kernels.targets import target_class
+
+        return target_class()
+
+    @property
+    def name(self) -> str:
+        b = self.body
+        return f"{self.instruction.mnemonic.lower()}-{self.tiling}-{self.family.name}-{b.rows}x{b.cols}-{self.target}"
+
+    @property
+    def fast(self) -> Callable[..., Any]:
+        return self.family.entry("fast")
+
+    @property
+    def exact(self) -> Callable[..., Any]:
+        return self.family.entry("exact")
 
 
-_TABLE: dict[tuple[str, str, str], Kernel] | None = None
+@functools.cache
+def table() -> Mapping[tuple[str, str, str], Kernel]:
+    """The whole table, (isa, dtype, tiling) -> :class:`Kernel`, made from the instruction records."""
+    return MappingProxyType(
+        {
+            (p.name, dtype, t): Kernel(p.name, dtype, t, instr, FAMILIES[instr.kernel], *parse_tiling(t))
+            for p in PROFILES.values()
+            for dtype, instr in p.dtypes.items()
+            for t in TILINGS
+        }
+    )
 
 
-def lookup(isa: str, dtype: object, tiling: object) -> Kernel:
+def lookup(isa: object, dtype: object, tiling: object) -> Kernel:
     """The kernel for ``(isa, dtype, tiling)``; ``ValueError`` naming the valid choices otherwise."""
-    global _TABLE
-    fmt = get_format(dtype)
-    if isa not in ISAS:
-        raise ValueError(f"unknown isa {isa!r}; valid isas are {', '.join(ISAS)}")
+    p, name, _ = resolve(isa, dtype)
     if tiling not in TILINGS:
         raise ValueError(_tiling_error(tiling))
-    if _TABLE is None:
-        _TABLE = _build_table()
-    key = (isa, fmt.name, tiling)
-    if key not in _TABLE:
-        have = sorted({d for i, d, _ in _TABLE if i == isa})
-        raise ValueError(f"isa={isa!r} does not take dtype {fmt.name!r}; it takes {', '.join(have)}")
-    return _TABLE[key]
+    return table()[(p.name, name, tiling)]  # type: ignore[index]
 
 
-def _tiling_error(tiling) -> str:
+def _tiling_error(tiling: object) -> str:
     valid = f"valid tilings are {', '.join(TILINGS)} and 'auto'"
     try:
         r, c = (int(x) for x in str(tiling).split("x"))
@@ -103,53 +183,9 @@ def auto_tiling(m: int, n: int) -> str:
     skinny result gets a long strip (1x6 for M <= 16), a large square one 2x3 or 3x2. K does not
     enter: every block streams all of it.
     """
-    from .model import tiling_block, traffic
 
-    def cost(t):
-        r, c = (int(x) for x in t.split("x"))
+    def cost(t: str) -> tuple[float, int, bool, str]:
+        r, c = parse_tiling(t)
         return (traffic(max(m, 1), max(n, 1), 1, tiling_block(t)).bytes_per_mac, -r * c, t != "2x2", t)
 
     return min(TILINGS, key=cost)
-
-
-# --------------------------------------------------------------------------------------------
-# The fast-path proof (PERF-NOTES.md, "Prove per call that no flush can happen")
-# --------------------------------------------------------------------------------------------
-
-
-def exponent_range(x: np.ndarray) -> tuple[int, int] | None:
-    """Smallest and largest unbiased binary32 exponent of the non-zero finite values, or None.
-
-    Denormals must already have been read as zero (they are, for the kernels' operands).
-    """
-    from .convert import exponent_bounds
-
-    if x.size == 0:
-        return None
-    lo, hi = exponent_bounds(np.ascontiguousarray(x).view(np.uint32).reshape(-1))
-    return None if lo > hi else (int(lo) - 127, int(hi) - 127)
-
-
-def fast_path_ok(fmt: Format, a_range, b_range, c_range=None) -> bool:
-    """True when plain FMA code provably returns the bits of the exact instruction sequence.
-
-    Rule: let an input have ``p`` significant bits (BF16 8, FP16 11, C 24) so that a value with
-    exponent E is a multiple of 2^(E - p + 1). Every product is a multiple of
-    ``u_p = 2^(Ea_min - pa + 1 + Eb_min - pb + 1)``, every C value of ``u_c = 2^(Ec_min - 23)``,
-    and sums of multiples of u rounded to binary32 stay multiples of u. If
-    ``min(u_p, u_c) >= 2^-126`` no non-zero result can be tiny, so FTZ never acts (and no
-    denormal ever appears for DAZ to read). If also ``Ea_max + Eb_max <= 126``, every product is
-    exact in binary32, so ``fma32`` equals multiply-then-add and LLVM's optional fusion cannot
-    change a bit. Infinite and NaN inputs are fine: their products are the same either way.
-    """
-    if not fmt.is_float:
-        return True
-    p = 8 if fmt.name == "bf16" else 11
-    grid = []
-    if a_range is not None and b_range is not None:
-        if a_range[1] + b_range[1] > 126:
-            return False
-        grid.append(a_range[0] + b_range[0] - 2 * (p - 1))
-    if c_range is not None:
-        grid.append(c_range[0] - 23)
-    return not grid or min(grid) >= -126

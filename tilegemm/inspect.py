@@ -1,15 +1,16 @@
 """Read what the kernels compile to: LLVM IR, assembly, a vectorization report, and real AMX code.
 
-- :func:`llvm_ir` / :func:`asm`: the optimized IR and assembly of the fast microkernel that
-  :func:`tilegemm.matmul` runs for ``(dtype, tiling, isa)`` (its hot loop: one tile multiply),
-  compiled afresh (Numba does not let cached code be inspected).
+- :func:`llvm_ir` / :func:`asm`: the optimized IR and assembly of the hot loop that
+  :func:`tilegemm.matmul` runs for ``(dtype, tiling, isa)``: one K step of one superblock of the
+  tiling's C tiles through the kernel's fast body, compiled afresh (Numba does not let cached
+  code be inspected).
 - :func:`vector_report`: what that hot loop is made of, for this host or (``cpu=``) another target,
   compiled in a subprocess with ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` and never run.
-- :func:`amx_asm`: the seed's 1x1 or 2x2 inner loop as a Granite Rapids core would execute it
+- :func:`amx_asm`: the seed's loop for a tiling as a Granite Rapids core would execute it
   (``ldtilecfg``, ``tileloadd``, ``tdpbf16ps %tmm6, %tmm4, %tmm0`` ...), produced by LLVM through
   llvmlite from the AMX intrinsics, compile-only.
 
-The microkernel a call uses is found through ``tilegemm.dispatch`` like ``matmul`` finds it.
+The kernel a call uses is found through ``tilegemm.dispatch`` like ``matmul`` finds it.
 """
 
 from __future__ import annotations
@@ -23,82 +24,73 @@ import sys
 from dataclasses import asdict, dataclass
 
 from . import dispatch
-from .formats import get_format
+from .instructions import resolve
 
 __all__ = ["VectorReport", "llvm_ir", "asm", "vector_report", "amx_asm", "TARGETS"]
 
 _BASE = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16"
 _AVX512 = _BASE + ",+avx512f,+avx512cd,+avx512bw,+avx512dq,+avx512vl"
-#: Feature strings for targets that ``cpu=`` knows by name (Numba needs both name and features).
+_ICX = _AVX512 + ",+avx512vnni,+avx512vbmi,+avx512vbmi2,+avx512bitalg,+avx512vpopcntdq,+avx512ifma"
+_SPR = _ICX + ",+avx512bf16,+avx512fp16,+avxvnni,+amx-tile,+amx-int8,+amx-bf16"
+#: Feature strings for targets that ``cpu=`` knows by name (Numba needs both name and features):
+#: the CPUs tilegemm runs on, from AVX2-only to AMX.
 TARGETS = {
     "haswell": _BASE,
     "znver1": _BASE,
+    "znver3": _BASE,
     "skylake-avx512": _AVX512,
-    "icelake-server": _AVX512 + ",+avx512vnni",
-    "znver4": _AVX512 + ",+avx512vnni,+avx512bf16",
-    "sapphirerapids": _AVX512 + ",+avx512vnni,+avx512bf16,+avx512fp16,+amx-tile,+amx-int8,+amx-bf16",
-    "graniterapids": _AVX512 + ",+avx512vnni,+avx512bf16,+avx512fp16,+amx-tile,+amx-int8,+amx-bf16,+amx-fp16",
+    "icelake-server": _ICX,
+    "znver4": _ICX + ",+avx512bf16",
+    "sapphirerapids": _SPR,
+    "graniterapids": _SPR + ",+amx-fp16",
 }
 
 
 @functools.lru_cache(maxsize=None)
-def _probe(dtype, isa):
-    """A small non-cached function whose body is exactly the fast tile multiply of the kernel
-    ``dispatch`` names for (isa, dtype), and arguments that type it as ``matmul`` would."""
+def _probe(isa, dtype, tiling):
+    """The hot loop of the kernel ``dispatch`` names for (isa, dtype, tiling) as a small
+    non-cached function, compiled for arguments typed as ``matmul`` types them."""
     import numpy as np
-    from numba import njit
-
-    from .kernels import gemm, tiles
-
-    fmt = get_format(dtype)
-    kern = dispatch.lookup(isa, fmt, "2x2")
-    if fmt.is_float:
-        body = tiles._dot_fast_float if kern.fast is gemm.gemm_avx512_fast else tiles._tile_fast_float
-        A = np.zeros(16 * 32, np.float32)
-        B = np.zeros(512, np.float32)
-        C = np.zeros(256, np.float32)
-    else:
-        body = tiles._tile_int
-        A = np.zeros(16 * 64, fmt.element)
-        B = np.zeros(1024, fmt.b_element)
-        C = np.zeros(256, np.int32)
-
-    def microkernel(A, B, C, scratch):
-        body(A, 0, A.size // 16, 16, B, 0, C, 0, 16, 16, scratch)
-
-    fn = njit(microkernel)
-    scratch = np.zeros(256, C.dtype)
-    fn.compile((_typeof(A), _typeof(B), _typeof(C), _typeof(scratch)))
-    return fn, fn.signatures[-1]
-
-
-def _typeof(x):
     from numba import typeof
 
-    return typeof(x)
+    kern = dispatch.lookup(isa, dtype, tiling)
+    instr, fam = kern.instruction, kern.family
+    step = fam.superblock_step(kern.rows, kern.cols)
+    k = instr.k_step
+    if fam.a_layout == "f32":
+        A = np.zeros(kern.rows * 16 * k, np.float32)
+        B = np.zeros(kern.cols * 16 * k, np.float32)
+    else:
+        A = np.zeros(kern.rows * 16 * k, instr.a.storage)
+        B = np.zeros(kern.cols * 16 * k, instr.b.storage)
+    C = np.zeros(kern.rows * kern.cols * 256, instr.acc)
+    scratch = np.zeros(256, instr.acc)
+    step.compile(tuple(typeof(x) for x in (A, B, C, scratch)))
+    return step, step.signatures[-1]
 
 
 def _check(dtype, tiling, isa):
-    fmt = get_format(dtype)
     if tiling != "auto":
-        dispatch.lookup(isa, fmt, tiling)  # validates all three
-    return fmt
+        dispatch.lookup(isa, dtype, tiling)  # validates all three
+    return resolve(isa, dtype)[2]
+
+
+def _tiling(tiling):
+    return "2x2" if tiling == "auto" else tiling
 
 
 def llvm_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
-    """Optimized LLVM IR of the fast microkernel ``matmul`` uses for these arguments.
-
-    Every tiling runs the same tile multiply (the tiling orders tiles around it), so ``tiling``
-    is validated but does not change the text."""
+    """Optimized LLVM IR of the hot loop ``matmul`` runs for these arguments: one K step of one
+    superblock of the tiling's C tiles (``auto`` shows 2x2)."""
     _check(dtype, tiling, isa)
-    fn, sig = _probe(dtype, isa)
+    fn, sig = _probe(isa, dtype, _tiling(tiling))
     return fn.inspect_llvm(sig)
 
 
 def asm(dtype="bf16", tiling="2x2", isa="amx") -> str:
-    """Assembly (AT&T syntax) of the same microkernel, for the target Numba compiles for."""
+    """Assembly (AT&T syntax) of the same hot loop, for the target Numba compiles for."""
     _check(dtype, tiling, isa)
-    fn, sig = _probe(dtype, isa)
+    fn, sig = _probe(isa, dtype, _tiling(tiling))
     return fn.inspect_asm(sig)
 
 
@@ -177,21 +169,19 @@ def vector_report(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> VectorRepo
 # Real AMX code for the seed's loops
 # --------------------------------------------------------------------------------------------
 
-_AMX_INSTR = {
-    "bf16": "tdpbf16ps",
-    "fp16": "tdpfp16ps",
-    "s8s8": "tdpbssd",
-    "s8u8": "tdpbsud",
-    "u8s8": "tdpbusd",
-    "u8u8": "tdpbuud",
-}
-
 
 def _seed_loop(tiling: str) -> list[tuple]:
-    """The seed's per-K-step instruction sequence: ("load", tmm, "A"/"B", index) / ("dp", c, a, b)."""
+    """The per-K-step instruction sequence of the seed-style loop for a tiling:
+    ("load", tmm, "A"/"B", index) and ("dp", c, a, b).
+
+    1x1 and 2x2 are the seed's listings (tile numbers as printed; the 2x2 listing reloads TMM6
+    and TMM7). Every other tiling is the seed's style with one A and one B register (the port
+    ``tilegemm.amx.seed.gemm_single_buffered``): accumulators TMM0..TMM(R*C-1), A in TMM(R*C),
+    B in TMM(R*C+1).
+    """
     if tiling == "1x1":
         return [("load", 1, "A", 0), ("load", 2, "B", 0), ("dp", 0, 1, 2)]
-    if tiling == "2x2":  # the listing as printed in the seed (it reloads TMM6 and TMM7)
+    if tiling == "2x2":  # the listing as printed in the seed
         return [
             ("load", 4, "A", 0),
             ("load", 6, "B", 0),
@@ -204,20 +194,40 @@ def _seed_loop(tiling: str) -> list[tuple]:
             ("load", 7, "B", 1),
             ("dp", 3, 5, 7),
         ]
-    raise ValueError(f"amx_asm writes the seed's loops, tiling '1x1' or '2x2', got {tiling!r}")
+    rows, cols = dispatch.parse_tiling(tiling)
+    ta, tb = rows * cols, rows * cols + 1
+    out: list[tuple] = []
+    for r in range(rows):
+        out.append(("load", ta, "A", r))
+        for c in range(cols):
+            out += [("load", tb, "B", c), ("dp", r * cols + c, ta, tb)]
+    return out
 
 
-def amx_ir(dtype="bf16", tiling="2x2") -> str:
-    """LLVM IR of the seed's inner loop with the AMX intrinsics (tile numbers as in the seed).
+def _tile_instruction(dtype, isa):
+    instr = resolve(isa, dtype)[2]
+    if instr.tile_method is None:
+        raise ValueError(
+            f"{instr.mnemonic} (isa={isa!r}, dtype={dtype!r}) is not a tile instruction; amx_asm needs one"
+        )
+    return instr
+
+
+def amx_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
+    """LLVM IR of the seed-style inner loop of one superblock with the AMX intrinsics.
 
     ``void kernel(ptr cfg, ptr A, i64 lda, ptr B, ptr C, i64 ldc, i64 ksteps)``: A row-major
-    (row block i at A, i+16 at A + 16*lda), B packed (1 KiB blocks, the two column blocks 1 KiB
-    apart, the next K step 2 KiB on), C row-major.
+    (row block r at A + 16*r*lda), B packed as the seed packs it (the superblock's C column
+    blocks 1 KiB apart, the next K step C KiB on), C row-major. ``tiling``: any of
+    :data:`tilegemm.TILINGS` (see :func:`_seed_loop` for the tile numbers).
     """
-    fmt = get_format(dtype)
-    instr = _AMX_INSTR[fmt.name]
+    instr = _tile_instruction(dtype, isa)
+    if tiling not in dispatch.TILINGS:
+        raise ValueError(dispatch._tiling_error(tiling))
+    rows, cols = dispatch.parse_tiling(tiling)
     steps = _seed_loop(tiling)
     accs = sorted({s[1] for s in steps if s[0] == "dp"})
+    name = instr.tile_method
     lines = [
         'target triple = "x86_64-unknown-linux-gnu"',
         "declare void @llvm.x86.ldtilecfg(ptr)",
@@ -225,8 +235,8 @@ def amx_ir(dtype="bf16", tiling="2x2") -> str:
         "declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)",
         "declare void @llvm.x86.tilezero(i8 immarg)",
         "declare void @llvm.x86.tilerelease()",
-        f"declare void @llvm.x86.{instr}(i8 immarg, i8 immarg, i8 immarg)",
-        f"define void @seed_{fmt.name}_{tiling}(ptr %cfg, ptr %A, i64 %lda, ptr %B, ptr %C, i64 %ldc, i64 %ksteps) {{",
+        f"declare void @{instr.llvm}(i8 immarg, i8 immarg, i8 immarg)",
+        f"define void @seed_{name}_{tiling}(ptr %cfg, ptr %A, i64 %lda, ptr %B, ptr %C, i64 %ldc, i64 %ksteps) {{",
         "entry:",
         "  call void @llvm.x86.ldtilecfg(ptr %cfg)",
     ]
@@ -237,19 +247,20 @@ def amx_ir(dtype="bf16", tiling="2x2") -> str:
         "loop:",
         "  %k = phi i64 [ 0, %entry ], [ %k1, %loop ]",
         "  %aoff = mul i64 %k, 64",
-        "  %boff = mul i64 %k, 2048",
+        f"  %boff = mul i64 %k, {1024 * cols}",
         "  %pa0 = getelementptr i8, ptr %A, i64 %aoff",
-        "  %pa1 = getelementptr i8, ptr %pa0, i64 %a16",
         "  %pb0 = getelementptr i8, ptr %B, i64 %boff",
-        "  %pb1 = getelementptr i8, ptr %pb0, i64 1024",
     ]
+    for r in range(1, rows):
+        lines += [f"  %ra{r} = mul i64 %a16, {r}", f"  %pa{r} = getelementptr i8, ptr %pa0, i64 %ra{r}"]
+    lines += [f"  %pb{c} = getelementptr i8, ptr %pb0, i64 {1024 * c}" for c in range(1, cols)]
     for s in steps:
         if s[0] == "load":
             _, t, which, i = s
             ptr, stride = (f"%pa{i}", "%lda") if which == "A" else (f"%pb{i}", "64")
             lines.append(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr {ptr}, i64 {stride})")
         else:
-            lines.append(f"  call void @llvm.x86.{instr}(i8 {s[1]}, i8 {s[2]}, i8 {s[3]})")
+            lines.append(f"  call void @{instr.llvm}(i8 {s[1]}, i8 {s[2]}, i8 {s[3]})")
     lines += [
         "  %k1 = add i64 %k, 1",
         "  %more = icmp ult i64 %k1, %ksteps",
@@ -258,7 +269,7 @@ def amx_ir(dtype="bf16", tiling="2x2") -> str:
         "  %c16 = mul i64 %ldc, 16",
     ]
     for t in accs:
-        r, c = divmod(t, 2) if tiling == "2x2" else (0, 0)
+        r, c = divmod(t, cols)
         lines.append(f"  %rowoff{t} = mul i64 %c16, {r}")
         lines.append(f"  %pc{t}r = getelementptr i8, ptr %C, i64 %rowoff{t}")
         lines.append(f"  %pc{t} = getelementptr i8, ptr %pc{t}r, i64 {64 * c}")
@@ -267,12 +278,12 @@ def amx_ir(dtype="bf16", tiling="2x2") -> str:
     return "\n".join(lines) + "\n"
 
 
-def amx_asm(dtype="bf16", tiling="2x2") -> str:
+def amx_asm(dtype="bf16", tiling="2x2", isa="amx") -> str:
     """Assembly of :func:`amx_ir` for Granite Rapids (the seed's CPU; Sapphire Rapids lacks
     AMX-FP16), compiled by LLVM through llvmlite and never run."""
     import llvmlite.binding as llvm
 
-    text = amx_ir(dtype, tiling)
+    text = amx_ir(dtype, tiling, isa)
     mod = llvm.parse_assembly(text)
     mod.verify()
     tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(

@@ -1,23 +1,45 @@
-"""B in the seed's VNNI tile-blocked layout: one contiguous 1 KiB block per (k-block, n-block).
+"""Operands in the layouts the kernels read: B in the seed's VNNI tile blocks, A in tile panels.
 
-``pack_b_bf16_vnni`` in the seed writes, for each k-block ``kb`` and n-block ``jb`` (in that order),
-16 rows of 64 bytes, row ``r`` holding ``B[kb*32 + 2r + j][jb*16 + n]`` at 16-bit element ``2n + j``
-(SEMANTICS.md, "VNNI layout"); INT8 packs quads the same way. That is exactly what ``TILELOADD``
-with stride 64 reads. K is padded with zeros to whole tile steps and N to whole tiles.
+``pack_b_bf16_vnni`` in the seed writes, for each k-block ``kb`` and n-block ``jb`` (in that
+order), 16 rows of 64 bytes, row ``r`` holding ``B[kb*32 + 2r + j][jb*16 + n]`` at 16-bit element
+``2n + j`` (``docs/semantics.md``, "The B operand"); INT8 packs quads the same way. That is
+exactly what ``TILELOADD`` with stride 64 reads. K is padded with zeros to whole tile steps and
+N to whole tiles. :class:`PackedB` holds that, and, on first use, the form a kernel family reads.
 
-This module rearranges bytes only; converting values is ``formats``' job.
+A is cut into panels of one tile (16 rows x one K step) each, contiguous, in a compiled pass that
+also finds the exponent range the fast-path proof needs (``tilegemm.plan``).
+
+This module rearranges elements (widening 16-bit floats exactly where a kernel reads float32);
+it never rounds: converting user values is ``formats``' job.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .formats import Format, get_format
+from . import convert
+from .formats import BF16, FP16, NumberFormat
+from .instructions import DEFAULT_ISA, Instruction, resolve
 
-__all__ = ["PackedB", "pack", "TILE_N", "TILE_ROWS"]
+__all__ = ["PackedB", "pack", "pack_codes", "a_panels", "tile_operands", "TILE_N", "TILE_ROWS"]
 
 TILE_N = 16  # C tile columns (16 x 4 bytes)
 TILE_ROWS = 16  # rows of a tile register
+
+# Exact widening of 16-bit float codes into the float32 the kernels read, by (format, DAZ on
+# inputs). FP16 values are binary32 normals, so DAZ never changes one.
+_WIDEN = {
+    (BF16, True): convert.bf16_to_f32_daz,
+    (FP16, False): convert.fp16_to_f32,
+    (FP16, True): convert.fp16_to_f32,
+}
+# The compiled A panel pass's modes, by (format, DAZ): from codes, and from float32 input
+# (rounded to the format in the same pass).
+_A_MODES = {
+    (BF16, True): (convert.MODE_BF16, convert.MODE_F32_TO_BF16),
+    (FP16, False): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
+    (FP16, True): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
+}
 
 
 class PackedB:
@@ -28,74 +50,84 @@ class PackedB:
     shape : tuple
         The logical shape ``(..., K, N)`` of B.
     dtype : str
-        The tilegemm dtype it was packed for.
+        The dtype it was packed for (within profile ``isa``).
+    isa : str
+        The profile it was packed for; any profile whose instruction reads the same layout
+        (:attr:`tilegemm.instructions.Instruction.b_layout`) can use it.
+    instruction : Instruction
+        The instruction record it was packed for.
     data : numpy.ndarray
         The packed bytes, uint8 of shape ``(..., K_blocks, N_blocks, 16, 64)``: ``data[..., kb, nb]``
         is the 1 KiB block ``TILELOADD`` reads with stride 64.
     """
 
-    __slots__ = ("shape", "dtype", "data", "_kernel_b", "_stats")
+    __slots__ = ("shape", "dtype", "isa", "instruction", "data", "_kernel_b", "_stats")
 
-    def __init__(self, shape: tuple[int, ...], dtype: str, data: np.ndarray):
+    def __init__(self, shape: tuple[int, ...], dtype: str, data: np.ndarray, isa: str = DEFAULT_ISA):
+        _, name, instr = resolve(isa, dtype)
         self.shape = tuple(int(s) for s in shape)
-        self.dtype = dtype
+        self.dtype = name
+        self.isa = isa
+        self.instruction = instr
         self.data = data
-        self._kernel_b: np.ndarray | None = None
+        self._kernel_b: dict[str, np.ndarray] = {}
         self._stats: object = None
 
     @property
-    def format(self) -> Format:
-        return get_format(self.dtype)
+    def format(self) -> NumberFormat:
+        """B's number format."""
+        return self.instruction.b
 
     def __repr__(self) -> str:
-        return f"PackedB(shape={self.shape}, dtype={self.dtype!r}, {self.data.nbytes} bytes)"
+        return f"PackedB(shape={self.shape}, dtype={self.dtype!r}, isa={self.isa!r}, {self.data.nbytes} bytes)"
 
-    def __getstate__(self):
-        return {"shape": self.shape, "dtype": self.dtype, "data": self.data}
+    def __getstate__(self) -> dict:
+        return {"shape": self.shape, "dtype": self.dtype, "isa": self.isa, "data": self.data}
 
-    def __setstate__(self, state):
-        self.__init__(state["shape"], state["dtype"], state["data"])
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["shape"], state["dtype"], state["data"], state.get("isa", DEFAULT_ISA))  # type: ignore[misc]
 
     def elements(self) -> np.ndarray:
-        """The packed blocks as internal bits (uint16 for BF16/FP16): ``(..., KB, NB, 16, 16, group)``."""
-        fmt = self.format
-        blocks = self.data.view(fmt.bits(b_side=True))
-        return blocks.reshape(blocks.shape[:-1] + (TILE_N, fmt.group))
+        """The packed blocks as codes: ``(..., KB, NB, 16, 16, group)``."""
+        instr = self.instruction
+        blocks = self.data.view(instr.b.storage)
+        return blocks.reshape(blocks.shape[:-1] + (TILE_N, instr.group))
 
     def unpack(self) -> np.ndarray:
         """B back in row-major form, as the rounded values the kernels multiply."""
-        fmt = self.format
+        instr = self.instruction
         *batch, K, N = self.shape
         el = self.elements()  # (..., KB, NB, R, n, g)
         nd = len(batch)
         axes = tuple(range(nd)) + tuple(nd + i for i in (0, 2, 4, 1, 3))  # (..., KB, R, g, NB, n)
         rows = el.transpose(axes)
         kb, nb = el.shape[nd], el.shape[nd + 1]
-        full = rows.reshape(tuple(batch) + (kb * TILE_ROWS * fmt.group, nb * TILE_N))
-        return np.ascontiguousarray(full[..., :K, :N]).view(fmt.b_element)
+        full = rows.reshape(tuple(batch) + (kb * TILE_ROWS * instr.group, nb * TILE_N))
+        return np.ascontiguousarray(full[..., :K, :N]).view(instr.b.element)
 
-    def kernel_b(self) -> np.ndarray:
-        """What the kernels read, ``(batch, KB, NB, 16, ...)`` (cached).
+    def kernel_b(self, layout: str, daz: bool) -> np.ndarray:
+        """What a kernel family reads, ``(batch, NB, KB, 16, ...)`` (made once per layout, kept).
 
         Blocks are stored column-panel first, ``(batch, NB, KB, ...)``, so the blocks one C
-        superblock reads along K are one contiguous stream. Integer kernels read the packed bytes
-        (``[quad][n][4]``). Float kernels read exact float32 values with the pair split into
-        planes, ``[pair][even/odd][n]``, so a vector of 16 columns loads in one go (kernels/tiles.py).
+        superblock reads along K are one contiguous stream. ``"bytes"``: the packed codes
+        (``[quad][n][4]``). ``"f32"``: exact float32 values with the pair split into planes,
+        ``[pair][even/odd][n]``, so a vector of 16 columns loads in one go (kernels/tiles.py).
         """
-        if self._kernel_b is None:
+        key = f"{layout}:{daz}"
+        if key not in self._kernel_b:
             el = self.elements()
             flat = el.reshape((-1,) + el.shape[-5:]).swapaxes(1, 2)
-            if self.format.is_float:
+            if layout == "f32":
                 flat = flat.swapaxes(-1, -2)
                 out = np.empty(flat.shape, np.float32)  # written once, in the final order
-                self.format.to_kernel(flat, out=out)
-                self._kernel_b = out
+                _WIDEN[(self.format, daz)](flat, out=out.view(np.uint32))
+                self._kernel_b[key] = out
             else:
-                self._kernel_b = np.ascontiguousarray(flat)
-        return self._kernel_b
+                self._kernel_b[key] = np.ascontiguousarray(flat)
+        return self._kernel_b[key]
 
 
-def pack(b, dtype: str = "bf16") -> PackedB:
+def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA) -> PackedB:
     """Pack B (K x N, or a stack ``(..., K, N)``) into the VNNI tile-blocked layout.
 
     Values are converted to ``dtype`` once, exactly as :func:`tilegemm.matmul` converts them.
@@ -109,23 +141,70 @@ def pack(b, dtype: str = "bf16") -> PackedB:
     >>> p.unpack().astype(float).tolist()
     [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
     """
-    fmt = get_format(dtype)
+    _, name, instr = resolve(isa, dtype)
     b = np.asarray(b)
     if b.ndim < 2:
         raise ValueError(f"pack takes a B of at least 2 dimensions (K, N), got shape {b.shape}")
-    return _pack_elements(fmt, fmt.to_bits(b, "b", b_side=True))
+    return pack_codes(instr.b.to_codes(b, "b", name), isa, name)
 
 
-def _pack_elements(fmt: Format, el: np.ndarray) -> PackedB:
-    """Internal bits (..., K, N) -> PackedB, in one compiled pass (``convert.pack_b``)."""
-    from .convert import pack_b
-
+def pack_codes(el: np.ndarray, isa: str, dtype: str) -> PackedB:
+    """B's codes (..., K, N) -> PackedB, in one compiled pass (``convert.pack_b``)."""
+    _, _, instr = resolve(isa, dtype)
     *batch, K, N = el.shape
-    kb = max(1, -(-K // fmt.k_step))
+    kb = max(1, -(-K // instr.k_step))
     nb = max(1, -(-N // TILE_N))
     nbatch = int(np.prod(batch, dtype=np.int64))
-    blocks = np.zeros((nbatch, kb, nb, TILE_ROWS, TILE_N, fmt.group), el.dtype)
+    blocks = np.zeros((nbatch, kb, nb, TILE_ROWS, TILE_N, instr.group), el.dtype)
     if K and N and nbatch:
-        pack_b(el.reshape(nbatch, K, N), blocks)
+        convert.pack_b(el.reshape(nbatch, K, N), blocks)
     data = blocks.view(np.uint8).reshape(tuple(batch) + (kb, nb, TILE_ROWS, 64))
-    return PackedB(tuple(batch) + (K, N), fmt.name, data)
+    return PackedB(tuple(batch) + (K, N), dtype, data, isa)
+
+
+def a_panels(
+    instr: Instruction, layout: str, a: np.ndarray, k_blocks: int
+) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """A (nA, M, K) as the kernels' panels ``(nA, M_tiles, k_blocks, 16, k_step)``, and, for
+    float layouts, the exponent range of its non-zero finite values (None: none).
+
+    ``a`` holds codes, or float32 values headed for a 16-bit float format, which the same
+    compiled pass rounds (RNE) and widens.
+    """
+    nA, M, K = a.shape
+    panels = (nA, -(-M // TILE_ROWS), k_blocks, TILE_ROWS, instr.k_step)
+    if layout == "bytes":
+        A = np.zeros(panels, instr.a.storage)
+        convert.pack_a_int(a, A)
+        return A, None
+    codes_mode, f32_mode = _A_MODES[(instr.a, instr.daz_inputs)]
+    out = np.zeros(panels, np.uint32)
+    if a.dtype == np.float32:
+        lo, hi = convert.pack_a_float(a.view(np.uint32), f32_mode, out)
+    else:
+        lo, hi = convert.pack_a_float(a, codes_mode, out)
+    return out.view(np.float32), (None if lo > hi else (int(lo), int(hi)))
+
+
+def tile_operands(
+    instr: Instruction, layout: str, a_codes: np.ndarray, b_codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tile registers' contents as one kernel A panel and B block (flat), zero-padded.
+
+    ``a_codes``: (M, group*K4) codes of the A tile; ``b_codes``: (K4, N, group) codes of the B
+    tile in VNNI order. The layout is the kernel family's (see :meth:`PackedB.kernel_b`).
+    """
+    m = a_codes.shape[0]
+    k4, n, g = b_codes.shape
+    if layout == "f32":
+        widen = _WIDEN[(instr.a, instr.daz_inputs)]
+        A = np.zeros((TILE_ROWS, instr.k_step), np.float32)
+        A[:m, : g * k4] = widen(a_codes).view(np.float32)
+        B = np.zeros((TILE_ROWS, g, TILE_N), np.float32)
+        B[:k4, :, :n] = widen(np.ascontiguousarray(b_codes.transpose(0, 2, 1))).view(np.float32)
+    else:
+        A = np.zeros((TILE_ROWS, instr.k_step), instr.a.storage)
+        A[:m, : g * k4] = a_codes
+        B = np.zeros((TILE_ROWS, TILE_N, g), instr.b.storage)
+        B[:k4, :n] = b_codes
+    return A.reshape(-1), B.reshape(-1)

@@ -56,7 +56,7 @@ def test_counters_show_the_articles_ratios(port, loads_per_multiply):
 def test_pack_b_matches_tilegemm_pack():
     rng = np.random.default_rng(7)
     b = rng.standard_normal((64, 32)).astype(np.float32)
-    bits = tilegemm.formats.get_format("bf16").to_bits(b, "b")
+    bits = tilegemm.formats.BF16.to_codes(b, "b", "bf16")
     assert np.array_equal(seed.pack_b_vnni(bits, 32, 64, 2), tilegemm.pack(b).data.reshape(-1))
 
 

@@ -136,8 +136,8 @@ def test_multiply_matches_matmul_and_clears_upper_bytes():
     want = tilegemm.matmul(a, b, "bf16")
     u = TileUnit()
     u.ldtilecfg(TileConfig(rows=(5, 5, 3) + (0,) * 5, colsb=(12, 12, 12) + (0,) * 5))
-    a16 = tilegemm.formats.get_format("bf16").to_bits(a, "a")
-    b16 = tilegemm.formats.get_format("bf16").to_bits(b, "b")
+    a16 = tilegemm.formats.BF16.to_codes(a, "a", "bf16")
+    b16 = tilegemm.formats.BF16.to_codes(b, "b", "bf16")
     vnni = b16.reshape(3, 2, 3).transpose(0, 2, 1).copy()  # b.row[k].elem[2n + j] = B[2k + j][n]
     mem = np.concatenate([a16.view(np.uint8).ravel(), vnni.view(np.uint8).ravel()])
     u.tiles[0, 7, 60] = 9  # garbage above the configured shape is cleared by the multiply

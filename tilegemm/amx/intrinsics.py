@@ -2,29 +2,16 @@
 
 Where C passes a pointer, Python passes the memory buffer (a 1-D uint8 array) and a byte offset:
 ``_tile_loadd(t, buf, offset, stride)``. ``unit`` is the tile unit these act on; ``reset()``
-gives a fresh one (new counters).
+gives a fresh one (new counters). The multiply intrinsics (``_tile_dpbf16ps(dst, a, b)`` ...)
+are made from the instruction records, one per instruction with a tile form.
 """
 
 from __future__ import annotations
 
-from .unit import TileUnit
+from typing import Any, Callable
 
-__all__ = [
-    "unit",
-    "reset",
-    "_tile_loadconfig",
-    "_tile_storeconfig",
-    "_tile_loadd",
-    "_tile_stored",
-    "_tile_zero",
-    "_tile_release",
-    "_tile_dpbf16ps",
-    "_tile_dpfp16ps",
-    "_tile_dpbssd",
-    "_tile_dpbsud",
-    "_tile_dpbusd",
-    "_tile_dpbuud",
-]
+from ..instructions import Instruction
+from .unit import TILE_INSTRUCTIONS, TileUnit
 
 unit = TileUnit()
 
@@ -60,25 +47,28 @@ def _tile_release():
     unit.tilerelease()
 
 
-def _tile_dpbf16ps(dst, a, b):
-    unit.tdpbf16ps(dst, a, b)
+def _multiply_intrinsic(record: Instruction) -> Callable[..., Any]:
+    method = record.tile_method
+
+    def intrinsic(dst, a, b):
+        getattr(unit, method)(dst, a, b)  # the unit current at the call (reset() replaces it)
+
+    intrinsic.__name__ = intrinsic.__qualname__ = str(record.intrinsic)
+    intrinsic.__doc__ = f"{record.intrinsic}(dst, a, b): {record.mnemonic} on the default unit."
+    return intrinsic
 
 
-def _tile_dpfp16ps(dst, a, b):
-    unit.tdpfp16ps(dst, a, b)
+_MULTIPLIES = {r.intrinsic: _multiply_intrinsic(r) for r in TILE_INSTRUCTIONS.values()}
+globals().update(_MULTIPLIES)
 
-
-def _tile_dpbssd(dst, a, b):
-    unit.tdpbssd(dst, a, b)
-
-
-def _tile_dpbsud(dst, a, b):
-    unit.tdpbsud(dst, a, b)
-
-
-def _tile_dpbusd(dst, a, b):
-    unit.tdpbusd(dst, a, b)
-
-
-def _tile_dpbuud(dst, a, b):
-    unit.tdpbuud(dst, a, b)
+__all__ = [
+    "unit",
+    "reset",
+    "_tile_loadconfig",
+    "_tile_storeconfig",
+    "_tile_loadd",
+    "_tile_stored",
+    "_tile_zero",
+    "_tile_release",
+    *_MULTIPLIES,
+]

@@ -19,21 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats import get_format
+from ..instructions import DEFAULT_ISA, resolve
 from . import intrinsics as amx
 from .config import TileConfig
 
 TILE_M = 16
 TILE_N = 16
-
-_DP = {
-    "bf16": "_tile_dpbf16ps",
-    "fp16": "_tile_dpfp16ps",
-    "s8s8": "_tile_dpbssd",
-    "s8u8": "_tile_dpbsud",
-    "u8s8": "_tile_dpbusd",
-    "u8u8": "_tile_dpbuud",
-}
 
 
 def pack_b_vnni(B: np.ndarray, N: int, K: int, group: int) -> np.ndarray:
@@ -62,9 +53,10 @@ class _Operands:
     """A, packed B and C as the byte buffers the intrinsics address, plus the shapes."""
 
     def __init__(self, a, b, dtype):
-        fmt = self.fmt = get_format(dtype)
-        a_bits = fmt.to_bits(np.asarray(a), "a")
-        b_bits = fmt.to_bits(np.asarray(b), "b", b_side=True)
+        _, name, fmt = resolve(DEFAULT_ISA, dtype)
+        self.fmt = fmt
+        a_bits = fmt.a.to_codes(a, "a", name)
+        b_bits = fmt.b.to_codes(b, "b", name)
         self.M, self.K = a_bits.shape
         self.N = b_bits.shape[1]
         g, step = fmt.group, fmt.k_step
@@ -82,7 +74,7 @@ class _Operands:
         self.k_steps = -(-self.K // step)
         self.C = np.zeros(self.M * self.N * 4, np.uint8)
         self.ldc = self.N * 4
-        self.dp = getattr(amx, _DP[fmt.name])
+        self.dp = getattr(amx, fmt.intrinsic)
 
     def k4(self, kb):
         """VNNI groups in K step ``kb`` (16, or fewer in the last step)."""
@@ -99,7 +91,7 @@ class _Operands:
         return i * self.ldc + j * 4
 
     def result(self):
-        return self.C.view(self.fmt.out).reshape(self.M, self.N)
+        return self.C.view(self.fmt.acc).reshape(self.M, self.N)
 
 
 def _config(shapes) -> TileConfig:
@@ -230,8 +222,8 @@ def gemm_single_buffered(a, b, dtype="bf16", R=2, C=3):
 
 def count(port, m, n, k, dtype="int8", **kw):
     """Run ``port`` on random m x k and k x n inputs on a fresh default unit; return its counters."""
-    fmt = get_format(dtype)
-    a, b = fmt.sample(m, k, n, np.random.default_rng(0))
+    _, name, instr = resolve(DEFAULT_ISA, dtype)
+    a, b = instr.sample(m, k, n, np.random.default_rng(0))
     unit = amx.reset()
-    port(a, b, fmt.name, **kw)
+    port(a, b, name, **kw)
     return unit.counters

@@ -1,10 +1,11 @@
 """One core's AMX tile unit: 8 tile registers, the palette-1 configuration, and counters.
 
-Instructions are methods named after them. Each checks every condition under which the SDM
-raises a fault before it changes anything, so a fault leaves registers, configuration and
-counters exactly as they were. The multiplies run the compiled tile multiply of
-``tilegemm.kernels`` (``tiles.tile_instruction``, the exact arithmetic of SEMANTICS.md), the same
-code the fast ``matmul`` path is tested against bit for bit.
+Instructions are methods named after them; the tile multiplies (``tdpbf16ps`` ...) are made from
+the instruction records of :mod:`tilegemm.instructions`, one method per record with a tile form.
+Each checks every condition under which the SDM raises a fault before it changes anything, so a
+fault leaves registers, configuration and counters exactly as they were. The multiplies run the
+compiled tile multiply of ``tilegemm.kernels`` (``tiles.tile_instruction``, the exact arithmetic
+of ``docs/semantics.md``), the same code the fast ``matmul`` path is tested against bit for bit.
 """
 
 from __future__ import annotations
@@ -14,20 +15,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..formats import get_format
+from ..dispatch import FAMILIES
+from ..instructions import INSTRUCTIONS, Instruction
+from ..packing import tile_operands
 from .config import COLSB, ROWS, PFFault, TileConfig, UDFault
 
-__all__ = ["TileUnit", "Counters"]
+__all__ = ["TileUnit", "Counters", "TILE_INSTRUCTIONS"]
 
 _NUM_TILES = 8
-_MULTIPLIES = {
-    "tdpbf16ps": "bf16",
-    "tdpfp16ps": "fp16",
-    "tdpbssd": "s8s8",
-    "tdpbsud": "s8u8",
-    "tdpbusd": "u8s8",
-    "tdpbuud": "u8u8",
-}
+#: The instructions with a tile form, by TileUnit method name.
+TILE_INSTRUCTIONS = {i.tile_method: i for i in INSTRUCTIONS.values() if i.tile_method is not None}
 
 
 @dataclass
@@ -45,7 +42,7 @@ class Counters:
 
     @property
     def multiplies(self) -> int:
-        return sum(self.instructions[m] for m in _MULTIPLIES)
+        return sum(self.instructions[m] for m in TILE_INSTRUCTIONS)
 
     @property
     def load_to_compute(self) -> float:
@@ -166,7 +163,8 @@ class TileUnit:
 
     # -- the multiplies -----------------------------------------------------------------------
 
-    def _multiply(self, instr: str, dst: int, a: int, b: int) -> None:
+    def _multiply(self, record: Instruction, dst: int, a: int, b: int) -> None:
+        instr = record.tile_method
         m, dcolsb = self._shape(instr, dst)
         arows, acolsb = self._shape(instr, a)
         brows, bcolsb = self._shape(instr, b)
@@ -182,47 +180,30 @@ class TileUnit:
             raise UDFault(instr, b, f"B has {brows} rows but A's colsb / 4 = {k4}")
         if bcolsb != dcolsb:
             raise UDFault(instr, b, f"B has colsb = {bcolsb} but dst has colsb = {dcolsb}")
-        fmt = get_format(_MULTIPLIES[instr])
         from ..kernels.tiles import tile_instruction
 
-        C = np.zeros(256, fmt.out)
-        C.reshape(16, 16)[:m, :n] = self.tiles[dst, :m, :dcolsb].view(fmt.out)
-        if fmt.is_float:
-            A = np.zeros((16, 32), np.float32)
-            A[:m, : 2 * k4] = fmt.to_kernel(self.tiles[a, :m, :acolsb].view(np.uint16))
-            bb = self.tiles[b, :k4, :bcolsb].view(np.uint16).reshape(k4, n, 2).transpose(0, 2, 1)
-            B = np.zeros((16, 2, 16), np.float32)
-            B[:k4, :, :n] = fmt.to_kernel(np.ascontiguousarray(bb))
-        else:
-            A = np.zeros((16, 64), fmt.element)
-            A[:m, :acolsb] = self.tiles[a, :m, :acolsb].view(fmt.element)
-            B = np.zeros((16, 16, 4), fmt.b_element)
-            B[:k4, :n] = self.tiles[b, :k4, :bcolsb].view(fmt.b_element).reshape(k4, n, 4)
-        tile_instruction(A.reshape(-1), B.reshape(-1), C, m, k4, n)
+        C = np.zeros(256, record.acc)
+        C.reshape(16, 16)[:m, :n] = self.tiles[dst, :m, :dcolsb].view(record.acc)
+        a_codes = self.tiles[a, :m, :acolsb].view(record.a.storage)
+        b_codes = self.tiles[b, :k4, :bcolsb].view(record.b.storage).reshape(k4, n, record.group)
+        A, B = tile_operands(record, FAMILIES[record.kernel].a_layout, a_codes, b_codes)
+        tile_instruction(A, B, C, m, k4, n)
         self.tiles[dst] = 0  # rows M..15 and bytes colsb..63 of dst become zero
         self.tiles[dst, :m, :dcolsb] = C.reshape(16, 16)[:m, :n].view(np.uint8)
-        self._count(instr, macs=m * n * k4 * fmt.group)
+        self._count(instr, macs=m * n * k4 * record.group)
 
-    def tdpbf16ps(self, dst, a, b):
-        """TDPBF16PS: dst (FP32) += a (BF16 pairs) x b (VNNI BF16 pairs)."""
-        self._multiply("tdpbf16ps", dst, a, b)
 
-    def tdpfp16ps(self, dst, a, b):
-        """TDPFP16PS: dst (FP32) += a (FP16 pairs) x b (VNNI FP16 pairs), FP16 denormals kept."""
-        self._multiply("tdpfp16ps", dst, a, b)
+def _tile_method(record: Instruction):
+    def method(self, dst, a, b):
+        self._multiply(record, dst, a, b)
 
-    def tdpbssd(self, dst, a, b):
-        """TDPBSSD: dst (INT32) += signed a bytes x signed b bytes, in quads."""
-        self._multiply("tdpbssd", dst, a, b)
+    method.__name__ = method.__qualname__ = record.tile_method
+    method.__doc__ = (
+        f"{record.mnemonic}: dst ({record.acc}) += a ({record.a.name}) x b ({record.b.name}, VNNI groups of "
+        f"{record.group}): {record.summary}. ``dst``, ``a``, ``b``: tile numbers. See {record.doc}."
+    )
+    return method
 
-    def tdpbsud(self, dst, a, b):
-        """TDPBSUD: signed a x unsigned b."""
-        self._multiply("tdpbsud", dst, a, b)
 
-    def tdpbusd(self, dst, a, b):
-        """TDPBUSD: unsigned a x signed b."""
-        self._multiply("tdpbusd", dst, a, b)
-
-    def tdpbuud(self, dst, a, b):
-        """TDPBUUD: unsigned a x unsigned b."""
-        self._multiply("tdpbuud", dst, a, b)
+for _name, _record in TILE_INSTRUCTIONS.items():
+    setattr(TileUnit, _name, _tile_method(_record))

@@ -1,0 +1,66 @@
+"""Register blocking per target: the one table the microkernels take their shapes from.
+
+A body computes ``rows`` rows x 16 columns of C per call with vectors of ``width`` lanes. The
+right shape depends on the target's vector registers (16 ymm with AVX2, 32 zmm with AVX-512) and
+on which dot-product instructions exist, so it is looked up here by the *target class* of the
+CPU Numba compiles for (the host, or ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` in a cross-target
+compile), never tuned to one machine. ``tilegemm.inspect`` compiles every class and the tests
+check that no body spills vector registers in its loop on any of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Shape", "SHAPES", "target_features", "target_class", "shape", "CLASSES"]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One body's register blocking: C rows per body, C columns, floats (or int32) per vector."""
+
+    rows: int
+    cols: int
+    width: int
+
+
+#: Target classes, most capable first: (name, features that must all be present).
+CLASSES: tuple[tuple[str, frozenset[str]], ...] = (
+    ("avx512_vnni", frozenset({"+avx512f", "+avx512bw", "+avx512vnni"})),
+    ("avx512", frozenset({"+avx512f", "+avx512bw"})),
+    ("avx2", frozenset({"+avx2", "+fma"})),
+    ("generic", frozenset()),
+)
+
+# Rows per body. Floats (f32pairs, vdp): rows x (even, odd) x 16 columns of accumulators plus
+# the B vectors must fit the register file: 4 rows with 32 zmm, 2 rows with 16 ymm (4 rows
+# spilled on haswell). INT8 (i8quads): the widened-byte body needs temporaries per row; with a
+# VNNI dot product LLVM fuses them and 4 rows fit, elsewhere 1 row (measured by cross-target
+# compiles: tilegemm.inspect).
+SHAPES: dict[str, dict[str, Shape]] = {
+    "avx512_vnni": {"f32pairs": Shape(4, 16, 16), "vdp": Shape(4, 16, 16), "i8quads": Shape(4, 16, 16)},
+    "avx512": {"f32pairs": Shape(4, 16, 16), "vdp": Shape(4, 16, 16), "i8quads": Shape(1, 16, 16)},
+    "avx2": {"f32pairs": Shape(2, 16, 8), "vdp": Shape(2, 16, 8), "i8quads": Shape(1, 16, 8)},
+    "generic": {"f32pairs": Shape(2, 16, 8), "vdp": Shape(2, 16, 8), "i8quads": Shape(1, 16, 8)},
+}
+
+
+def target_features() -> set[str]:
+    """Features of the target Numba compiles for (``NUMBA_CPU_FEATURES`` when set, else the host),
+    so that a cross-target compile picks the shapes of its target."""
+    import llvmlite.binding as llvm
+    from numba.core import config
+
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
+    return set(features.split(","))
+
+
+def target_class(features: set[str] | None = None) -> str:
+    """The first class of :data:`CLASSES` whose features the target has."""
+    features = target_features() if features is None else features
+    return next(name for name, need in CLASSES if need <= features)
+
+
+def shape(family: str, features: set[str] | None = None) -> Shape:
+    """The body shape of a kernel family on the target."""
+    return SHAPES[target_class(features)][family]

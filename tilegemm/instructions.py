@@ -1,0 +1,302 @@
+"""The one table of emulated instructions and ISA profiles. Everything else reads it.
+
+An :class:`Instruction` record holds every fact about one emulated instruction: its operand
+formats, how elements group along K, how far one instruction steps along K, the accumulator, the
+readable reference, the family of compiled kernels that runs it fast, the tile-API method and C
+intrinsic, the LLVM intrinsic and CPU flag of the real thing, and its documentation page. A
+:class:`Profile` (``isa=`` of :func:`tilegemm.matmul`) maps the user's dtype names onto
+instructions: ``"amx"`` (the default: the tile multiplies) and ``"avx512"`` (the AVX-512 BF16
+baseline).
+
+Adding a dtype is one record here, its reference, its kernels and its documentation page. No
+other module compares a dtype or ISA name to a string: they look records up here and read their
+fields. Functions are named by import path (``"module:function"``) and resolved on first use, so
+importing this table loads nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable
+
+import numpy as np
+
+from .formats import BF16, FP16, S8, U8, NumberFormat
+
+__all__ = [
+    "Instruction",
+    "Profile",
+    "INSTRUCTIONS",
+    "PROFILES",
+    "DEFAULT_ISA",
+    "DTYPES",
+    "ISAS",
+    "profile",
+    "resolve",
+    "find",
+]
+
+_F32 = np.dtype(np.float32)
+_I32 = np.dtype(np.int32)
+
+
+def _resolve_path(path: str) -> Callable[..., Any]:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One emulated instruction and how a GEMM is cut into it.
+
+    Attributes
+    ----------
+    mnemonic:
+        The instruction (``"TDPBF16PS"``).
+    a, b:
+        Operand formats (:mod:`tilegemm.formats`): A's and B's elements.
+    group:
+        K elements that share one 32-bit lane: 2 for 16-bit pairs, 4 for byte quads.
+    k_step:
+        K elements one instruction covers in tilegemm's GEMM mapping (a full tile: 32 or 64).
+    acc:
+        The accumulator and result dtype.
+    daz_inputs:
+        Denormal inputs are read as zero (BF16 into TDPBF16PS / VDPBF16PS); FP16 keeps them.
+    dst_daz:
+        The first add reads a denormal C as zero (so C passed with ``accumulate=True`` is).
+    reference:
+        ``"module:function"`` of the readable GEMM reference, ``f(instr, a_codes, b_codes, c)``.
+    kernel:
+        The family of compiled kernels that runs it (a key of ``tilegemm.dispatch.FAMILIES``).
+    tile_method, intrinsic:
+        The :class:`tilegemm.amx.TileUnit` method and C intrinsic name (None: no tile form).
+    llvm, cpu_flag:
+        The LLVM intrinsic of the real instruction and the ``/proc/cpuinfo`` flag a CPU needs
+        to run it (None where there is none).
+    doc:
+        The documentation page, relative to the repository root.
+    summary:
+        One line for listings.
+    """
+
+    mnemonic: str
+    a: NumberFormat
+    b: NumberFormat
+    group: int
+    k_step: int
+    acc: np.dtype
+    reference: str
+    kernel: str
+    doc: str
+    summary: str
+    daz_inputs: bool = False
+    dst_daz: bool = False
+    tile_method: str | None = None
+    intrinsic: str | None = None
+    llvm: str | None = None
+    cpu_flag: str | None = None
+
+    @property
+    def is_float(self) -> bool:
+        return self.acc.kind == "f"
+
+    @property
+    def b_layout(self) -> tuple[str, int, int]:
+        """What a packed B for this instruction holds: B's format, VNNI group, K per block.
+        Instructions with equal layouts share packed operands."""
+        return self.b.name, self.group, self.k_step
+
+    @property
+    def reference_fn(self) -> Callable[..., np.ndarray]:
+        """The reference GEMM function (imported on first use)."""
+        return _resolve_path(self.reference)
+
+    def sample(self, m: int, k: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Random operands a caller would pass (m x k and k x n) in each side's format."""
+        return self.a.sample((m, k), rng), self.b.sample((k, n), rng)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One ``isa=`` choice: which instruction each dtype name runs.
+
+    Attributes
+    ----------
+    name:
+        The ``isa=`` value.
+    dtypes:
+        dtype name -> :class:`Instruction`, in listing order.
+    aliases:
+        Extra dtype names and the name each stands for (``"int8"`` -> ``"s8s8"``).
+    tiled:
+        True when ``tiling`` names tile registers of the instruction; otherwise a tiling only
+        orders the blocks of C, which never changes a bit.
+    onednn:
+        The ``DNNL_MAX_CPU_ISA`` value under which oneDNN runs this path, if any.
+    doc, summary:
+        Documentation page and one line for listings.
+    """
+
+    name: str
+    dtypes: Mapping[str, Instruction]
+    summary: str
+    doc: str
+    tiled: bool = True
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    onednn: str | None = None
+
+    def names(self) -> tuple[str, ...]:
+        """Every dtype name this profile takes, aliases included."""
+        return tuple(self.dtypes) + tuple(self.aliases)
+
+    def instruction(self, dtype: object) -> Instruction:
+        """The instruction for ``dtype``; ``ValueError`` naming the valid choices otherwise."""
+        key = self.aliases.get(dtype, dtype) if isinstance(dtype, str) else None
+        if key in self.dtypes:
+            return self.dtypes[key]
+        if isinstance(dtype, str) and dtype in DTYPES:
+            raise ValueError(f"isa={self.name!r} does not take dtype {dtype!r}; it takes {', '.join(self.names())}")
+        raise ValueError(f"unknown dtype {dtype!r}; valid dtypes are {', '.join(DTYPES)}")
+
+    def canonical(self, dtype: str) -> str:
+        """The dtype name an alias stands for (the name itself otherwise)."""
+        return self.aliases.get(dtype, dtype)
+
+
+def _amx_float(mnemonic: str, fmt: NumberFormat, method: str, flag: str, daz: bool, summary: str) -> Instruction:
+    return Instruction(
+        mnemonic,
+        fmt,
+        fmt,
+        group=2,
+        k_step=32,
+        acc=_F32,
+        reference="tilegemm.reference.amx:tdp_float_gemm",
+        kernel="f32pairs",
+        doc="docs/tdpbf16ps-tdpfp16ps.md",
+        summary=summary,
+        daz_inputs=daz,
+        dst_daz=True,
+        tile_method=method,
+        intrinsic=f"_tile_{method[1:]}",
+        llvm=f"llvm.x86.{method}",
+        cpu_flag=flag,
+    )
+
+
+def _amx_int(mnemonic: str, a: NumberFormat, b: NumberFormat) -> Instruction:
+    method = mnemonic.lower()
+    return Instruction(
+        mnemonic,
+        a,
+        b,
+        group=4,
+        k_step=64,
+        acc=_I32,
+        reference="tilegemm.reference.amx:tdp_int_gemm",
+        kernel="i8quads",
+        doc="docs/tdpbxxd.md",
+        summary=f"{a.name} x {b.name} bytes in quads into int32, wrapping",
+        tile_method=method,
+        intrinsic=f"_tile_{method[1:]}",
+        llvm=f"llvm.x86.{method}",
+        cpu_flag="amx_int8",
+    )
+
+
+#: Every emulated instruction, by mnemonic.
+INSTRUCTIONS: Mapping[str, Instruction] = MappingProxyType(
+    {
+        i.mnemonic: i
+        for i in (
+            _amx_float("TDPBF16PS", BF16, "tdpbf16ps", "amx_bf16", True, "BF16 pairs into FP32, even/odd chains"),
+            _amx_float("TDPFP16PS", FP16, "tdpfp16ps", "amx_fp16", False, "FP16 pairs into FP32, denormals kept"),
+            _amx_int("TDPBSSD", S8, S8),
+            _amx_int("TDPBSUD", S8, U8),
+            _amx_int("TDPBUSD", U8, S8),
+            _amx_int("TDPBUUD", U8, U8),
+            Instruction(
+                "VDPBF16PS",
+                BF16,
+                BF16,
+                group=2,
+                k_step=32,
+                acc=_F32,
+                reference="tilegemm.reference.avx512:vdpbf16ps_gemm",
+                kernel="vdp",
+                doc="docs/vdpbf16ps.md",
+                summary="AVX512_BF16 dot product: one FP32 chain per element, odd product first",
+                daz_inputs=True,
+                dst_daz=True,
+                llvm="llvm.x86.avx512bf16.dpbf16ps.512",
+                cpu_flag="avx512_bf16",
+            ),
+        )
+    }
+)
+
+_I = INSTRUCTIONS
+
+#: Every ``isa=`` profile, by name.
+PROFILES: Mapping[str, Profile] = MappingProxyType(
+    {
+        "amx": Profile(
+            "amx",
+            MappingProxyType(
+                {
+                    "bf16": _I["TDPBF16PS"],
+                    "fp16": _I["TDPFP16PS"],
+                    "s8s8": _I["TDPBSSD"],
+                    "s8u8": _I["TDPBSUD"],
+                    "u8s8": _I["TDPBUSD"],
+                    "u8u8": _I["TDPBUUD"],
+                }
+            ),
+            summary="Intel AMX tile multiplies (Sapphire Rapids, Granite Rapids)",
+            doc="docs/semantics.md",
+            aliases=MappingProxyType({"int8": "s8s8"}),
+            onednn="AVX512_CORE_AMX",
+        ),
+        "avx512": Profile(
+            "avx512",
+            MappingProxyType({"bf16": _I["VDPBF16PS"]}),
+            summary="the AVX-512 BF16 baseline: VDPBF16PS, one FP32 accumulator per element",
+            doc="docs/vdpbf16ps.md",
+            tiled=False,
+        ),
+    }
+)
+
+#: The profile :func:`tilegemm.matmul` uses unless told otherwise.
+DEFAULT_ISA = "amx"
+#: Every ``isa=`` value.
+ISAS: tuple[str, ...] = tuple(PROFILES)
+#: Every dtype name some profile takes, in listing order (the default profile's first).
+DTYPES: tuple[str, ...] = tuple(dict.fromkeys(n for p in PROFILES.values() for n in p.names()))
+
+
+def profile(isa: object) -> Profile:
+    """The :class:`Profile` for ``isa``; ``ValueError`` listing the valid ones otherwise."""
+    if isinstance(isa, str) and isa in PROFILES:
+        return PROFILES[isa]
+    raise ValueError(f"unknown isa {isa!r}; valid isas are {', '.join(ISAS)}")
+
+
+def resolve(isa: object, dtype: object) -> tuple[Profile, str, Instruction]:
+    """``(profile, canonical dtype name, instruction)`` for an ``isa=`` / ``dtype=`` pair."""
+    p = profile(isa)
+    instr = p.instruction(dtype)
+    return p, p.canonical(dtype), instr  # type: ignore[arg-type]
+
+
+def find(instruction: Instruction) -> tuple[str, str]:
+    """``(isa, dtype)`` of the first profile entry that runs ``instruction``."""
+    for p in PROFILES.values():
+        for name, instr in p.dtypes.items():
+            if instr is instruction:
+                return p.name, name
+    raise KeyError(instruction.mnemonic)

@@ -1,0 +1,77 @@
+"""Plan one call: which entry point of the kernel runs (the fast-path proof) and on how many threads.
+
+The proof is the "prove per call that no flush can happen" design (``docs/semantics.md``, "How
+the kernels stay exact"): from the exponent ranges of A, B and C, show that no partial sum can be
+tiny and no product can overflow; then plain vector FMA code returns the exact bits. Kernels of
+families that need no proof (integer sums) always run their fast entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .dispatch import Kernel
+from .instructions import Instruction
+
+__all__ = ["Plan", "make_plan", "fast_path_ok", "exponent_range"]
+
+Range = tuple[int, int] | None
+
+
+def exponent_range(x: np.ndarray) -> Range:
+    """Smallest and largest unbiased binary32 exponent of the non-zero finite values, or None.
+
+    Denormals must already have been read as zero (they are, for the kernels' operands).
+    """
+    from .convert import exponent_bounds
+
+    if x.size == 0:
+        return None
+    lo, hi = exponent_bounds(np.ascontiguousarray(x).view(np.uint32).reshape(-1))
+    return None if lo > hi else (int(lo) - 127, int(hi) - 127)
+
+
+def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
+    """True when plain FMA code provably returns the bits of the exact instruction sequence.
+
+    Rule: let an input have ``p`` significant bits (BF16 8, FP16 11, C 24) so that a value with
+    exponent E is a multiple of 2^(E - p + 1). Every product is a multiple of
+    ``u_p = 2^(Ea_min - pa + 1 + Eb_min - pb + 1)``, every C value of ``u_c = 2^(Ec_min - 23)``,
+    and sums of multiples of u rounded to binary32 stay multiples of u. If
+    ``min(u_p, u_c) >= 2^-126`` no non-zero result can be tiny, so FTZ never acts (and no
+    denormal ever appears for DAZ to read). If also ``Ea_max + Eb_max <= 126``, every product is
+    exact in binary32, so ``fma32`` equals multiply-then-add and LLVM's optional fusion cannot
+    change a bit. Infinite and NaN inputs are fine: their products are the same either way.
+    """
+    if not instr.is_float:
+        return True
+    grid = []
+    if a_range is not None and b_range is not None:
+        if a_range[1] + b_range[1] > 126:
+            return False
+        grid.append(a_range[0] + b_range[0] - (instr.a.precision - 1) - (instr.b.precision - 1))
+    if c_range is not None:
+        grid.append(c_range[0] - 23)
+    return not grid or min(grid) >= -126
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What runs: the kernel, the entry point chosen for these operands, and why."""
+
+    kernel: Kernel
+    path: str  # "fast" or "exact"
+    threads: int | None
+
+    @property
+    def entry(self) -> Callable[..., Any]:
+        return self.kernel.fast if self.path == "fast" else self.kernel.exact
+
+
+def make_plan(kernel: Kernel, threads: int | None, a_range: Range, b_range: Range, c_range: Range) -> Plan:
+    """The plan for one call of ``kernel`` on operands with these exponent ranges."""
+    proven = not kernel.family.needs_proof or fast_path_ok(kernel.instruction, a_range, b_range, c_range)
+    return Plan(kernel, "fast" if proven else "exact", threads)

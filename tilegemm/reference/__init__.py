@@ -1,0 +1,58 @@
+"""The readable specification: what every tilegemm kernel must return, bit for bit.
+
+``docs/semantics.md`` written in NumPy, one instruction at a time, slow on purpose. Each
+instruction's record in :mod:`tilegemm.instructions` names its reference function here; this
+module's :func:`matmul` converts the operands as :func:`tilegemm.matmul` does and runs it. The
+fast kernels are tested against it; it is tested against hand-worked cases and an independent
+exact-rational oracle.
+
+- :mod:`~tilegemm.reference.binary32`: ``fma32``, ``add32``, ``daz`` (RNE, DAZ/FTZ).
+- :mod:`~tilegemm.reference.amx`: TDPBF16PS / TDPFP16PS / TDPB*D and the GEMM cut into tiles.
+- :mod:`~tilegemm.reference.avx512`: VDPBF16PS.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import instructions
+from .amx import tdp_float, tdp_int
+from .avx512 import vdpbf16ps
+from .binary32 import add32, daz, fma32
+
+__all__ = ["matmul", "fma32", "add32", "daz", "tdp_float", "tdp_int", "vdpbf16ps"]
+
+
+def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_ISA) -> np.ndarray:
+    """The exact result of ``c + a @ b`` as the instruction sequence computes it.
+
+    Parameters
+    ----------
+    a, b : array_like, 2-D (M x K and K x N)
+        Converted to ``dtype`` once, as :func:`tilegemm.matmul` converts them.
+    dtype : str
+        A dtype name of the ``isa`` profile (:data:`tilegemm.DTYPES`).
+    c : array_like, optional
+        The starting C of an accumulate chain (the accumulator dtype, M x N); zeros when omitted.
+    isa : str
+        The profile (:data:`tilegemm.instructions.ISAS`), ``"amx"`` by default.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tilegemm import reference
+    >>> reference.matmul(np.ones((2, 3)), np.ones((3, 2)))
+    array([[3., 3.],
+           [3., 3.]], dtype=float32)
+    """
+    _, name, instr = instructions.resolve(isa, dtype)
+    A = instr.a.to_codes(a, "a", name)
+    B = instr.b.to_codes(b, "b", name)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+        raise ValueError(f"reference.matmul takes 2-D operands with matching K, got {A.shape} and {B.shape}")
+    M, K = A.shape
+    N = B.shape[1]
+    C = np.zeros((M, N), instr.acc) if c is None else np.array(c, dtype=instr.acc).reshape(M, N)
+    if K == 0:
+        return C  # no instruction runs
+    return instr.reference_fn(instr, A, B, C)

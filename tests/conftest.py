@@ -31,17 +31,11 @@ def instr(dtype, isa=instructions.DEFAULT_ISA):
     return instructions.resolve(isa, dtype)[2]
 
 
-def _side(fmt, shape, rng):
-    if fmt.is_float:
-        return rng.standard_normal(shape)  # float64: the conversion rounds once from it
-    info = np.iinfo(fmt.storage)
-    return rng.integers(info.min, info.max + 1, shape)
-
-
 def operands(dtype, a_shape, b_shape, rng, isa=instructions.DEFAULT_ISA):
-    """Random inputs a caller would pass for ``dtype`` (float64, or in-range integers)."""
+    """Random inputs a caller would pass for ``dtype``: float64 (the conversion rounds once from
+    it), or in-range integers as int64."""
     i = instr(dtype, isa)
-    return _side(i.a, a_shape, rng), _side(i.b, b_shape, rng)
+    return i.a.sample(a_shape, rng, wide=True), i.b.sample(b_shape, rng, wide=True)
 
 
 def assert_bits(got, want, context=""):

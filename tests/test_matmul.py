@@ -242,9 +242,9 @@ def test_auto_and_infeasible_tilings():
     for m, n in [(8, 200), (200, 8), (100, 100)]:
         a, b = operands("bf16", (m, 40), (40, n), rng)
         assert_bits(tilegemm.matmul(a, b, tiling="auto"), tilegemm.matmul(a, b, tiling="2x2"), f"auto {m}x{n}")
-    assert tilegemm.dispatch.auto_tiling(8, 2048) == "1x6"
-    assert tilegemm.dispatch.auto_tiling(2048, 8) == "6x1"
-    assert tilegemm.dispatch.auto_tiling(2048, 2048) in ("2x3", "3x2")
+    assert tilegemm.plan.auto_tiling(8, 2048) == "1x6"
+    assert tilegemm.plan.auto_tiling(2048, 8) == "6x1"
+    assert tilegemm.plan.auto_tiling(2048, 2048) in ("2x3", "3x2")
     with pytest.raises(
         ValueError,
         match=r"tiling '3x3' is infeasible: 9 accumulator tiles \+ 1 A tile \+ 1 B "

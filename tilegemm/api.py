@@ -111,7 +111,7 @@ def _batch_index(shape, batch) -> np.ndarray:
     return np.array(np.broadcast_to(idx, batch), dtype=np.int64).ravel()  # writable: one kernel type
 
 
-def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None, isa=None):
+def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None, isa=None, **switches):
     """Matrix product with the exact bits of an Intel AMX tile-multiply sequence.
 
     Parameters
@@ -129,7 +129,7 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     tiling : str, optional
         ``"RxC"``: R accumulator tiles along M by C along N per superblock, any of
         :data:`tilegemm.TILINGS` (``R*C + 2 <= 8``; ``"1x1"`` and ``"2x2"`` are the seed's), or
-        ``"auto"`` (:func:`tilegemm.dispatch.auto_tiling`). Default ``"2x2"``. The bits never
+        ``"auto"`` (:func:`tilegemm.plan.auto_tiling`). Default ``"2x2"``. The bits never
         depend on it.
     out : numpy.ndarray, optional
         C-contiguous array of the result's shape and dtype to write into.
@@ -143,6 +143,10 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         AVX-512 BF16 baseline, VDPBF16PS: one FP32 accumulator per element, each pair's odd
         product first. Profiles without tiles accept ``tiling``; it only orders the blocks of C,
         which never changes a bit.
+    **switches
+        Readings of points the instruction's sources leave open, by switch name
+        (:attr:`tilegemm.instructions.Instruction.switches`); each defaults to its normative
+        reading. A switch of another instruction is a ``ValueError``.
 
     Returns
     -------
@@ -160,6 +164,7 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     array([[-5]], dtype=int32)
     """
     prof, name, instr = _resolve(dtype, isa, b)
+    options = instr.options(switches, name)
     tiling = "2x2" if tiling is None else tiling
     if tiling != "auto":
         dispatch.lookup(prof.name, name, tiling)  # validates the tiling before any work
@@ -172,7 +177,7 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     b_arr = None if packed is not None else np.asarray(b)
     b_shape = packed.shape if packed is not None else b_arr.shape
     a2, b2, batch, M, K, N, result_shape = _matmul_shapes(a.shape, b_shape)
-    kernel = dispatch.lookup(prof.name, name, dispatch.auto_tiling(M, N) if tiling == "auto" else tiling)
+    kernel = dispatch.lookup(prof.name, name, plan.auto_tiling(M, N) if tiling == "auto" else tiling)
     family = kernel.family
 
     # -- operand conversion: float32 headed for a 16-bit float is rounded inside the compiled
@@ -213,5 +218,5 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     ia = _batch_index(a_batch, batch)
     ib = _batch_index(b2[:-2], batch)
     with _LAUNCH, _numba_threads(threads):
-        p.entry(A, B, C3, ia, ib, K, kernel.rows, kernel.cols)
+        p.entry(A, B, C3, ia, ib, K, kernel.rows, kernel.cols, *instr.option_codes(options))
     return C

@@ -18,19 +18,9 @@ from types import MappingProxyType
 from typing import Any, Callable
 
 from .instructions import PROFILES, Instruction, resolve
-from .model import parse_tiling, tiling_block, traffic
+from .model import parse_tiling
 
-__all__ = [
-    "Family",
-    "FAMILIES",
-    "Kernel",
-    "TILINGS",
-    "TILE_REGISTERS",
-    "lookup",
-    "table",
-    "auto_tiling",
-    "parse_tiling",
-]
+__all__ = ["Family", "FAMILIES", "Kernel", "TILINGS", "TILE_REGISTERS", "lookup", "table", "parse_tiling"]
 
 TILE_REGISTERS = 8
 
@@ -172,20 +162,3 @@ def _tiling_error(tiling: object) -> str:
             f"{r * c + 2} > {TILE_REGISTERS} tile registers; {valid}"
         )
     return f"unknown tiling {tiling!r}; {valid}"
-
-
-def auto_tiling(m: int, n: int) -> str:
-    """The tiling ``tiling="auto"`` picks for an M x N result.
-
-    Rule: the feasible tiling whose output blocks load the fewest bytes per multiply-accumulate
-    under :func:`tilegemm.model.traffic` (A and B loaded once per block, partial edge blocks
-    loading only what exists), ties going to more accumulators and then to the seed's 2x2. So a
-    skinny result gets a long strip (1x6 for M <= 16), a large square one 2x3 or 3x2. K does not
-    enter: every block streams all of it.
-    """
-
-    def cost(t: str) -> tuple[float, int, bool, str]:
-        r, c = parse_tiling(t)
-        return (traffic(max(m, 1), max(n, 1), 1, tiling_block(t)).bytes_per_mac, -r * c, t != "2x2", t)
-
-    return min(TILINGS, key=cost)

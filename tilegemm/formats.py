@@ -100,13 +100,16 @@ class NumberFormat:
         """The NumPy dtype of one element (``ml_dtypes.bfloat16`` for BF16, loaded on first use)."""
         return _dtype(self.module, self.code)
 
-    def sample(self, shape, rng: np.random.Generator) -> np.ndarray:
-        """Random values a caller would pass: float32 normals for floats, integers over the whole
-        8-bit range for bytes."""
+    def sample(self, shape, rng: np.random.Generator, wide: bool = False) -> np.ndarray:
+        """Random values a caller would pass: standard normals for floats (float32, or float64
+        with ``wide``, so that the conversion has something to round), integers over the whole
+        range for the integer formats (int64 with ``wide``)."""
         if self.is_float:
-            return rng.standard_normal(shape).astype(np.float32)
+            x = rng.standard_normal(shape)
+            return x if wide else x.astype(np.float32)
         info = np.iinfo(self.storage)
-        return rng.integers(info.min, info.max + 1, shape).astype(self.storage)
+        x = rng.integers(info.min, info.max + 1, shape)
+        return x if wide else x.astype(self.storage)
 
     def check_kind(self, x: np.ndarray, operand: str, dtype_name: str) -> None:
         """``TypeError`` for arrays this format cannot take, naming the operand and dtype."""

@@ -27,6 +27,7 @@ import numpy as np
 from .formats import BF16, FP16, S8, U8, NumberFormat
 
 __all__ = [
+    "Switch",
     "Instruction",
     "Profile",
     "INSTRUCTIONS",
@@ -46,6 +47,23 @@ _I32 = np.dtype(np.int32)
 def _resolve_path(path: str) -> Callable[..., Any]:
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A point the sources leave open, as a keyword of :func:`tilegemm.matmul`.
+
+    ``values[0]`` is the default, the normative reading; a call that does not name the switch
+    computes it. Kernels receive the index of the chosen value.
+    """
+
+    name: str
+    values: tuple[str, ...]
+    doc: str
+
+    @property
+    def default(self) -> str:
+        return self.values[0]
 
 
 @dataclass(frozen=True)
@@ -81,6 +99,9 @@ class Instruction:
         The documentation page, relative to the repository root.
     summary:
         One line for listings.
+    switches:
+        The open points of this instruction's definition (:class:`Switch`), each a keyword of
+        :func:`tilegemm.matmul` and :func:`tilegemm.reference.matmul`.
     """
 
     mnemonic: str
@@ -99,6 +120,7 @@ class Instruction:
     intrinsic: str | None = None
     llvm: str | None = None
     cpu_flag: str | None = None
+    switches: tuple[Switch, ...] = ()
 
     @property
     def is_float(self) -> bool:
@@ -114,6 +136,27 @@ class Instruction:
     def reference_fn(self) -> Callable[..., np.ndarray]:
         """The reference GEMM function (imported on first use)."""
         return _resolve_path(self.reference)
+
+    def options(self, given: Mapping[str, object], dtype: str = "") -> dict[str, str]:
+        """Every switch of this instruction with its value: ``given`` where named, else the
+        default. ``ValueError`` for a value the switch does not have, or a switch that belongs to
+        other instructions only; ``TypeError`` for a name that is no switch at all."""
+        mine = {s.name: s for s in self.switches}
+        for name, value in given.items():
+            if name not in mine:
+                if name in ALL_SWITCHES:
+                    valid = ", ".join(mine) or "none"
+                    raise ValueError(
+                        f"switch {name!r} does not apply to {self.mnemonic} (dtype {dtype!r}); its switches: {valid}"
+                    )
+                raise TypeError(f"unexpected keyword argument {name!r}")
+            if value not in mine[name].values:
+                raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, mine[name].values))}")
+        return {name: str(given.get(name, sw.default)) for name, sw in mine.items()}
+
+    def option_codes(self, options: Mapping[str, str]) -> tuple[int, ...]:
+        """The chosen switch values as indices (what kernels receive), in :attr:`switches` order."""
+        return tuple(sw.values.index(options[sw.name]) for sw in self.switches)
 
     def sample(self, m: int, k: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Random operands a caller would pass (m x k and k x n) in each side's format."""
@@ -240,6 +283,8 @@ INSTRUCTIONS: Mapping[str, Instruction] = MappingProxyType(
 )
 
 _I = INSTRUCTIONS
+#: Every switch of every instruction, by name.
+ALL_SWITCHES: Mapping[str, Switch] = MappingProxyType({s.name: s for i in INSTRUCTIONS.values() for s in i.switches})
 
 #: Every ``isa=`` profile, by name.
 PROFILES: Mapping[str, Profile] = MappingProxyType(

@@ -13,10 +13,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .dispatch import Kernel
+from .dispatch import TILINGS, Kernel
 from .instructions import Instruction
+from .model import parse_tiling, tiling_block, traffic
 
-__all__ = ["Plan", "make_plan", "fast_path_ok", "exponent_range"]
+__all__ = ["Plan", "make_plan", "fast_path_ok", "exponent_range", "auto_tiling"]
 
 Range = tuple[int, int] | None
 
@@ -75,3 +76,20 @@ def make_plan(kernel: Kernel, threads: int | None, a_range: Range, b_range: Rang
     """The plan for one call of ``kernel`` on operands with these exponent ranges."""
     proven = not kernel.family.needs_proof or fast_path_ok(kernel.instruction, a_range, b_range, c_range)
     return Plan(kernel, "fast" if proven else "exact", threads)
+
+
+def auto_tiling(m: int, n: int) -> str:
+    """The tiling ``tiling="auto"`` picks for an M x N result.
+
+    Rule: the feasible tiling whose output blocks load the fewest bytes per multiply-accumulate
+    under :func:`tilegemm.model.traffic` (A and B loaded once per block, partial edge blocks
+    loading only what exists), ties going to more accumulators and then to the seed's 2x2. So a
+    skinny result gets a long strip (1x6 for M <= 16), a large square one 2x3 or 3x2. K does not
+    enter: every block streams all of it.
+    """
+
+    def cost(t: str) -> tuple[float, int, bool, str]:
+        r, c = parse_tiling(t)
+        return (traffic(max(m, 1), max(n, 1), 1, tiling_block(t)).bytes_per_mac, -r * c, t != "2x2", t)
+
+    return min(TILINGS, key=cost)

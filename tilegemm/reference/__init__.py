@@ -23,7 +23,7 @@ from .binary32 import add32, daz, fma32
 __all__ = ["matmul", "fma32", "add32", "daz", "tdp_float", "tdp_int", "vdpbf16ps"]
 
 
-def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_ISA) -> np.ndarray:
+def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_ISA, **switches) -> np.ndarray:
     """The exact result of ``c + a @ b`` as the instruction sequence computes it.
 
     Parameters
@@ -36,6 +36,9 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
         The starting C of an accumulate chain (the accumulator dtype, M x N); zeros when omitted.
     isa : str
         The profile (:data:`tilegemm.instructions.ISAS`), ``"amx"`` by default.
+    **switches
+        The instruction's open points (:attr:`tilegemm.instructions.Instruction.switches`), as
+        for :func:`tilegemm.matmul`; defaults where not given.
 
     Examples
     --------
@@ -46,6 +49,7 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
            [3., 3.]], dtype=float32)
     """
     _, name, instr = instructions.resolve(isa, dtype)
+    options = instr.options(switches, name)
     A = instr.a.to_codes(a, "a", name)
     B = instr.b.to_codes(b, "b", name)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
@@ -55,4 +59,4 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
     C = np.zeros((M, N), instr.acc) if c is None else np.array(c, dtype=instr.acc).reshape(M, N)
     if K == 0:
         return C  # no instruction runs
-    return instr.reference_fn(instr, A, B, C)
+    return instr.reference_fn(instr, A, B, C, **options)

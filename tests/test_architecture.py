@@ -1,0 +1,134 @@
+"""The shape of the package: a one-way import graph, and dtype/ISA facts only in the records."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import tilegemm
+from tilegemm import instructions
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    """Module name -> source file, for tilegemm/ and kernels/ (installed as tilegemm.kernels)."""
+    mods = {}
+    for top, prefix in (("tilegemm", ["tilegemm"]), ("kernels", ["tilegemm", "kernels"])):
+        for path in (ROOT / top).rglob("*.py"):
+            parts = prefix + list(path.relative_to(ROOT / top).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            mods[".".join(parts)] = path
+    return mods
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every import between package modules, function-level (lazy) imports included."""
+    mods = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods]
+                found = subs if subs else [target]  # `from . import x` imports x, not the package
+            elif isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            else:
+                continue
+            edges[name] |= {t for t in found if t in mods and t != name}
+    return edges
+
+
+def _cycles(edges):
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(u):
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(edges[u]):
+            if state.get(v) == 1:
+                found.append(stack[stack.index(v) :] + [v])
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+    return found
+
+
+def test_import_graph_has_no_cycle():
+    edges = import_graph()
+    assert "tilegemm.dispatch" in edges["tilegemm.api"]  # the scan sees real imports
+    assert _cycles(edges) == []
+
+
+def test_cycle_detection_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_kernels_do_not_import_the_framework():
+    edges = import_graph()
+    for name, targets in edges.items():
+        if name.startswith("tilegemm.kernels"):
+            assert all(t.startswith("tilegemm.kernels") for t in targets), (name, targets)
+
+
+def _names():
+    out = set(instructions.ISAS)
+    for p in instructions.PROFILES.values():
+        out |= set(p.names())
+    return out
+
+
+def _string_comparisons(tree, names):
+    """Compare nodes with a string constant (or a tuple/list/set of them) naming a dtype or ISA."""
+    hits = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in [node.left, *node.comparators]:
+            consts = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+            for c in consts:
+                if isinstance(c, ast.Constant) and c.value in names:
+                    hits.append((node.lineno, c.value))
+    return hits
+
+
+def test_only_the_records_compare_dtype_or_isa_names():
+    names = _names()
+    offenders = {}
+    for name, path in _modules().items():
+        if name == "tilegemm.instructions":
+            continue
+        hits = _string_comparisons(ast.parse(path.read_text()), names)
+        if hits:
+            offenders[name] = hits
+    assert offenders == {}
+
+
+def test_the_scan_sees_a_comparison():
+    tree = ast.parse("if dtype == 'bf16' or isa in ('avx512', 'x'):\n    pass\n")
+    assert sorted(v for _, v in _string_comparisons(tree, _names())) == ["avx512", "bf16"]
+
+
+def test_public_submodules_are_lazy_attributes():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tilegemm; print('tilegemm.inspect' in sys.modules); "
+        "r = tilegemm.inspect.vector_report; print('tilegemm.inspect' in sys.modules, callable(r)); "
+        "print(all(hasattr(tilegemm, m) for m in tilegemm.SUBMODULES))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "True", "True"]
+    assert "amx" in dir(tilegemm)

@@ -10,6 +10,7 @@ check that no body spills vector registers in its loop on any of them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 __all__ = ["Shape", "SHAPES", "target_features", "target_class", "shape", "CLASSES"]
@@ -45,22 +46,28 @@ SHAPES: dict[str, dict[str, Shape]] = {
 }
 
 
-def target_features() -> set[str]:
-    """Features of the target Numba compiles for (``NUMBA_CPU_FEATURES`` when set, else the host),
-    so that a cross-target compile picks the shapes of its target."""
+@functools.cache
+def _features() -> frozenset[str]:
     import llvmlite.binding as llvm
     from numba.core import config
 
     features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
-    return set(features.split(","))
+    return frozenset(features.split(","))
 
 
-def target_class(features: set[str] | None = None) -> str:
+def target_features() -> set[str]:
+    """Features of the target Numba compiles for (``NUMBA_CPU_FEATURES`` when set, else the host),
+    so that a cross-target compile picks the shapes of its target. Numba reads its target once
+    per process, so this is read once too."""
+    return set(_features())
+
+
+def target_class(features: set[str] | frozenset[str] | None = None) -> str:
     """The first class of :data:`CLASSES` whose features the target has."""
-    features = target_features() if features is None else features
-    return next(name for name, need in CLASSES if need <= features)
+    have = _features() if features is None else features
+    return next(name for name, need in CLASSES if need <= have)
 
 
-def shape(family: str, features: set[str] | None = None) -> Shape:
+def shape(family: str, features: set[str] | frozenset[str] | None = None) -> Shape:
     """The body shape of a kernel family on the target."""
     return SHAPES[target_class(features)][family]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -178,7 +179,7 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     b_shape = packed.shape if packed is not None else b_arr.shape
     a2, b2, batch, M, K, N, result_shape = _matmul_shapes(a.shape, b_shape)
     kernel = dispatch.lookup(prof.name, name, plan.auto_tiling(M, N) if tiling == "auto" else tiling)
-    family = kernel.family
+    b_codes = None
 
     # -- operand conversion: float32 headed for a 16-bit float is rounded inside the compiled
     # A panel pass; everything else becomes codes here (rounded once, or range-checked).
@@ -198,25 +199,40 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     if accumulate and instr.dst_daz:
         np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (docs/semantics.md)
 
-    # -- packing ---------------------------------------------------------------------------
-    if packed is None:
-        packed = pack_codes(b_codes, prof.name, name)
-    a_batch = a2[:-2]
-    nA = int(np.prod(a_batch, dtype=np.int64))
-    A, a_range = a_panels(instr, family.a_layout, a_in.reshape(nA, M, K), packed.data.shape[-4])
-    B = packed.kernel_b(family.b_layout, instr.daz_inputs)
-
-    # -- plan: the proof (float families) and the entry point ------------------------------
-    b_range = c_range = None
-    if family.needs_proof:
-        c_range = plan.exponent_range(C3) if accumulate else None
-        if packed._stats is None:
-            packed._stats = plan.exponent_range(B)
-        b_range = packed._stats
-    p = plan.make_plan(kernel, threads, a_range, b_range, c_range)
-
-    ia = _batch_index(a_batch, batch)
-    ib = _batch_index(b2[:-2], batch)
-    with _LAUNCH, _numba_threads(threads):
-        p.entry(A, B, C3, ia, ib, K, kernel.rows, kernel.cols, *instr.option_codes(options))
+    call = _Call(instr, kernel, options, M, K, a2, b2, batch, accumulate)
+    with _LAUNCH, _numba_threads(plan.threads_for(C.size * K, threads)):
+        call.run(a_in, packed if packed is not None else pack_codes(b_codes, prof.name, name), C3)
     return C
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A validated call: what runs, on which shapes."""
+
+    instr: Instruction
+    kernel: dispatch.Kernel
+    options: dict
+    M: int
+    K: int
+    a2: tuple
+    b2: tuple
+    batch: tuple
+    accumulate: bool
+
+    def run(self, a_in: np.ndarray, packed: PackedB, C3: np.ndarray) -> None:
+        """Packing, plan and kernel (inside the caller's thread setting: the passes are compiled)."""
+        instr, family = self.instr, self.kernel.family
+        a_batch = self.a2[:-2]
+        nA = int(np.prod(a_batch, dtype=np.int64))
+        A, a_range = a_panels(instr, family.a_layout, a_in.reshape(nA, self.M, self.K), packed.data.shape[-4])
+        B = packed.kernel_b(family.b_layout, instr.daz_inputs)
+        b_range = c_range = None
+        if family.needs_proof:
+            c_range = plan.exponent_range(C3) if self.accumulate else None
+            if packed._stats is None:
+                packed._stats = plan.exponent_range(B)
+            b_range = packed._stats
+        p = plan.make_plan(self.kernel, None, a_range, b_range, c_range)
+        ia = _batch_index(a_batch, self.batch)
+        ib = _batch_index(self.b2[:-2], self.batch)
+        p.entry(A, B, C3, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *instr.option_codes(self.options))

@@ -121,6 +121,13 @@ class Kernel:
         return f"{self.instruction.mnemonic.lower()}-{self.tiling}-{self.family.name}-{b.rows}x{b.cols}-{self.target}"
 
     @property
+    def k_chunk(self) -> int:
+        """K steps per pass of the kernel's loop over superblocks (``tilegemm.kernels.gemm``)."""
+        from .kernels.gemm import K_CHUNK
+
+        return int(K_CHUNK)
+
+    @property
     def fast(self) -> Callable[..., Any]:
         return self.family.entry("fast")
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .api import matmul
-from .compare import BitDiff, bitdiff
-from .dispatch import TILINGS
-from .instructions import DTYPES, ISAS
-from .packing import PackedB, pack
+from .kernels import _cache
+
+_cache.install_locator()  # before anything compiles: compiled code goes to a per-user cache
+
+from .api import matmul  # noqa: E402
+from .compare import BitDiff, bitdiff  # noqa: E402
+from .dispatch import TILINGS  # noqa: E402
+from .instructions import DTYPES, ISAS  # noqa: E402
+from .packing import PackedB, pack  # noqa: E402
 
 __all__ = [
     "matmul",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tilegemm.kernels.targets import shape
 
 from tilegemm import inspect
+from tilegemm.kernels.targets import shape
 
 # The stated spill budget: vector registers stored to the stack by one tile multiply's code.
 SPILL_BUDGET = 32
@@ -76,12 +76,3 @@ def test_amx_asm(dtype, instr):
     assert f"{instr}\t%tmm7, %tmm6, %tmm5" in six
     with pytest.raises(ValueError, match="infeasible"):
         inspect.amx_asm(dtype, "3x3")
-
-
-def test_cli(tmp_path, capsys):
-    from tilegemm.__main__ import main
-
-    assert main(["ir", "--dtype", "bf16", "--tiling", "2x2", "--amx", "--out", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "vectorized     True" in out and "tdpbf16ps" in out
-    assert {p.name for p in tmp_path.iterdir()} == {"kernel.ll", "kernel.s", "amx.ll", "amx.s"}

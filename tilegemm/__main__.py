@@ -1,134 +1,290 @@
-"""``python -m tilegemm <verb>``: the command-line face of the library.
+"""python -m tilegemm VERB: the command-line face of the library.
 
-Verbs: ``demo`` (every dtype and tiling, checked against the reference, with speed and the share
-of outputs a float32 ``numpy.matmul`` gets wrong); ``bench`` (the seed's benchmark sweep against
-numpy and torch baselines, or ``--targets``: the performance targets as measured ratios).
+Every option is checked before anything runs: a bad value ends the command with exit status 2
+and one line on standard error, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
 
-from . import reference
-from .api import matmul
-from .compare import bitdiff
-from .instructions import DEFAULT_ISA, PROFILES
-from .packing import pack
+from . import instructions
+from .dispatch import TILINGS
+from .instructions import DEFAULT_ISA, ISAS, PROFILES
+
+__all__ = ["main", "demo"]
+
+_VERBS = {
+    "demo": "every AMX dtype on the seed's tilings: checked bit for bit against the reference, and timed",
+    "bench": "the seed's benchmark sweep against numpy and torch, or --targets: the performance targets",
+    "model": "bytes loaded per multiply-accumulate for the ACE excerpt's strategies and every tiling",
+    "ir": "LLVM IR, assembly and a vectorization report of a kernel's hot loop; real AMX code with --amx",
+    "info": "the instruction and profile records, and the kernel bodies this host compiles",
+}
 
 
-def _gflops(fn, flops):
-    from .benchmark import median_time
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``python -m tilegemm ir: error: ...`` and exit 2."""
 
-    return flops / median_time(fn, 5, warmup=2) / 1e9
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
 
 
-def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> int:
-    """Run every dtype x tiling, verify against the reference, print a table. Returns 0 if exact."""
+def _positive_int(limit: int | None = None, name: str = "value"):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if v < 1 or (limit is not None and v > limit):
+            bound = f" and at most {limit}" if limit is not None else ""
+            raise argparse.ArgumentTypeError(f"{name} must be at least 1{bound}, got {v}")
+        return v
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {v:g}")
+    return v
+
+
+def _threads_limit() -> int:
+    import numba
+
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+# --------------------------------------------------------------------------------------------
+# demo
+# --------------------------------------------------------------------------------------------
+
+
+def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=None) -> int:
+    """Every AMX dtype on the seed's two tilings: checked bit for bit against the reference on an
+    edge-shaped problem, then timed as ``bench`` times (warm-up, median of several runs) beside
+    the share of outputs a float32 ``numpy.matmul`` of the same inputs gets wrong. Returns 0 when
+    every check is exact."""
+    from . import reference
+    from .api import matmul
+    from .benchmark import host_line, median_time
+    from .compare import bitdiff
+    from .packing import pack
+
+    out = sys.stdout if out is None else out
     rng = np.random.default_rng(seed)
+    m, n, k = check
+    print(
+        f"checking tilegemm.matmul against tilegemm.reference bit for bit ({m} x {k} @ {k} x {n}, "
+        f"every dtype and tiling below) on {host_line()}",
+        file=out,
+    )
     print(f"{'dtype':6} {'tiling':6} {'size':>5} {'check':>8} {'GFLOP/s':>8} {'differs from f32 numpy':>23}", file=out)
     failures = 0
-    for name, fmt in PROFILES[DEFAULT_ISA].dtypes.items():
-        m, n, k = check
-        ca, cb = fmt.sample(m, k, n, rng)
+    for name, instr in PROFILES[DEFAULT_ISA].dtypes.items():
+        ca, cb = instr.sample(m, k, n, rng)
         want = reference.matmul(ca, cb, name)
-        for tiling in ("1x1", "2x2"):  # the seed's two; every tiling is in the test suite
+        for tiling in ("1x1", "2x2"):  # the seed's two; the test suite covers every tiling
             ok = bitdiff(matmul(ca, cb, name, tiling), want).identical
             failures += not ok
             for size in sizes:
-                a, b = fmt.sample(size, size, size, rng)
+                a, b = instr.sample(size, size, size, rng)
                 packed = pack(b, name)
                 got = matmul(a, packed, tiling=tiling)
-                rate = _gflops(lambda: matmul(a, packed, tiling=tiling), 2.0 * size**3)
-                # What the usual stand-in returns: upcast the rounded inputs, float32 numpy.matmul.
-                a_in = fmt.a.to_element(a, "a", name).astype(np.float32)
-                b_in = packed.unpack().astype(np.float32)
-                naive = (a_in @ b_in).astype(fmt.acc)
+                rate = 2.0 * size**3 / median_time(lambda: matmul(a, packed, tiling=tiling), 7, warmup=2) / 1e9
+                # What the usual stand-in returns: the same rounded inputs, float32 numpy.matmul.
+                a_in = instr.a.decode(instr.a.to_codes(a, "a", name)).astype(np.float32)
+                naive = (a_in @ packed.unpack().astype(np.float32)).astype(instr.acc)
                 share = bitdiff(got, naive).share
-                print(
-                    f"{name:6} {tiling:6} {size:5d} {'exact' if ok else 'WRONG':>8} {rate:8.2f} {share:22.1%}", file=out
-                )
+                verdict = "exact" if ok else "WRONG"
+                print(f"{name:6} {tiling:6} {size:5d} {verdict:>8} {rate:8.2f} {share:22.1%}", file=out)
     return 1 if failures else 0
 
 
-def _ir(args) -> int:
-    import os
+# --------------------------------------------------------------------------------------------
+# ir
+# --------------------------------------------------------------------------------------------
 
+
+def _ir(args, parser) -> int:
     from . import inspect
 
-    report = inspect.vector_report(args.dtype, args.tiling, args.isa, cpu=args.cpu)
-    print(f"microkernel for dtype={args.dtype} tiling={args.tiling} isa={args.isa}")
-    print(report)
-    if args.asm and args.cpu is None:
-        print(inspect.asm(args.dtype, args.tiling, args.isa))
+    try:
+        instr = instructions.resolve(args.isa, args.dtype)[2]
+    except ValueError as e:
+        parser.error(str(e))
+    if args.amx and instr.tile_method is None:
+        parser.error(
+            f"--amx shows AMX tile code, but isa={args.isa!r} runs {instr.mnemonic} for dtype {args.dtype!r}, "
+            f"which has no tile form"
+        )
+    where = args.cpu or "this host"
+    print(f"hot loop of the kernel for dtype={args.dtype} tiling={args.tiling} isa={args.isa}, compiled for {where}")
+    print(inspect.vector_report(args.dtype, args.tiling, args.isa, cpu=args.cpu))
+    files = {}
+    if args.asm:
+        print(inspect.asm(args.dtype, args.tiling, args.isa, cpu=args.cpu))
     if args.amx:
-        print(inspect.amx_asm(args.dtype, args.tiling if args.tiling in ("1x1", "2x2") else "2x2"))
+        tiling = "2x2" if args.tiling == "auto" else args.tiling
+        print(f"\n# --amx: the seed-style {tiling} loop as Granite Rapids executes it")
+        print(inspect.amx_asm(args.dtype, tiling, args.isa))
+        files["amx.ll"] = inspect.amx_ir(args.dtype, tiling, args.isa)
+        files["amx.s"] = inspect.amx_asm(args.dtype, tiling, args.isa)
     if args.out:
+        files["kernel.ll"] = inspect.llvm_ir(args.dtype, args.tiling, args.isa, cpu=args.cpu)
+        files["kernel.s"] = inspect.asm(args.dtype, args.tiling, args.isa, cpu=args.cpu)
         os.makedirs(args.out, exist_ok=True)
-        files = {}
-        if args.cpu is None:
-            files["kernel.ll"] = inspect.llvm_ir(args.dtype, args.tiling, args.isa)
-            files["kernel.s"] = inspect.asm(args.dtype, args.tiling, args.isa)
-        if args.amx:
-            t = args.tiling if args.tiling in ("1x1", "2x2") else "2x2"
-            files["amx.ll"] = inspect.amx_ir(args.dtype, t)
-            files["amx.s"] = inspect.amx_asm(args.dtype, t)
-        for name, text in files.items():
-            with open(os.path.join(args.out, name), "w") as f:
-                f.write(text)
-            print(f"wrote {os.path.join(args.out, name)}")
+        for name in sorted(files):
+            path = os.path.join(args.out, name)
+            with open(path, "w") as f:
+                f.write(files[name])
+            print(f"wrote {path}")
     return 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tilegemm", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="verb", required=True)
-    d = sub.add_parser("demo", help="every dtype x tiling: checked against the reference, timed")
-    d.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 512])
-    bn = sub.add_parser("bench", help="the seed's sweep: GFLOP/s, efficiency and accuracy against baselines")
-    bn.add_argument(
-        "--sizes", type=int, nargs="+", default=None, help="square sizes, up to 8192 (default 256 512 1024 2048)"
+# --------------------------------------------------------------------------------------------
+# info
+# --------------------------------------------------------------------------------------------
+
+
+def info(out=None) -> int:
+    """Print the records: instructions, profiles, and the kernel bodies for this host."""
+    out = sys.stdout if out is None else out
+    from . import dispatch
+    from .kernels import targets
+
+    print("instructions", file=out)
+    print(f"  {'mnemonic':12} {'A':5} {'B':5} {'group':>5} {'K/instr':>7} {'acc':8} {'kernel':9} doc", file=out)
+    for i in instructions.INSTRUCTIONS.values():
+        print(
+            f"  {i.mnemonic:12} {i.a.name:5} {i.b.name:5} {i.group:5d} {i.k_step:7d} {str(i.acc):8} "
+            f"{i.kernel:9} {i.doc}",
+            file=out,
+        )
+        for sw in i.switches:
+            print(f"  {'':12} switch {sw.name}: {' | '.join(sw.values)} (default {sw.default})", file=out)
+    print("\nprofiles (isa=)", file=out)
+    for p in PROFILES.values():
+        names = ", ".join(f"{d} -> {i.mnemonic}" for d, i in p.dtypes.items())
+        aliases = "".join(f", {a} = {t}" for a, t in p.aliases.items())
+        print(f"  {p.name:8} {p.summary}", file=out)
+        print(f"  {'':8} {names}{aliases}", file=out)
+    cls = targets.target_class()
+    print(f"\nkernel bodies on this host (target class {cls}; rows x columns of C per body, vector lanes)", file=out)
+    for fam in dispatch.FAMILIES.values():
+        s = targets.shape(fam.name)
+        print(f"  {fam.name:9} {s.rows} x {s.cols}, {s.width} lanes   entries {fam.fast} / {fam.exact}", file=out)
+    print(f"\nper target class: {', '.join(c for c, _ in targets.CLASSES)}", file=out)
+    for c, shapes in targets.SHAPES.items():
+        print(f"  {c:12} " + ", ".join(f"{f} {s.rows}x{s.cols}/{s.width}" for f, s in shapes.items()), file=out)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# the parser
+# --------------------------------------------------------------------------------------------
+
+
+def _parser() -> _Parser:
+    from . import inspect
+
+    amx_dtypes = list(PROFILES[DEFAULT_ISA].names())
+    all_dtypes = list(instructions.DTYPES)
+    parser = _Parser(
+        prog="python -m tilegemm",
+        description="Intel AMX tile matrix multiplies, bit for bit, on any CPU.",
+        epilog="Run 'python -m tilegemm VERB --help' for a verb's options.",
     )
-    bn.add_argument("--dtypes", nargs="+", default=["bf16", "int8", "fp16"], choices=["bf16", "int8", "fp16"])
-    bn.add_argument("--threads", type=int, default=None, help="threads for every contender alike")
-    bn.add_argument("--budget", type=float, default=30.0, help="seconds per contender and size (default 30)")
-    bn.add_argument("--out", default="bench-results", help="folder for bench.json, bench.csv, bench.png")
-    bn.add_argument("--tilings", nargs="+", default=["1x1", "2x2"], help="tilegemm tilings (default: the seed's)")
-    bn.add_argument("--targets", action="store_true", help="measure the performance targets instead")
-    md = sub.add_parser("model", help="bytes loaded per MAC for the ACE excerpt's strategies and every tiling")
-    md.add_argument("--m", type=int, default=32768)
-    md.add_argument("--n", type=int, default=32768)
-    md.add_argument("--k", type=int, default=32768)
-    md.add_argument("--dtype", default="int8", choices=list(PROFILES[DEFAULT_ISA].names()))
-    md.add_argument("--measure", type=int, default=1024, help="size to time every tiling at (0: skip)")
-    md.add_argument("--threads", type=int, default=None)
-    ir = sub.add_parser("ir", help="LLVM IR / assembly of a microkernel, its vectorization report, real AMX code")
-    ir.add_argument("--dtype", default="bf16", choices=list(PROFILES[DEFAULT_ISA].names()))
-    ir.add_argument("--tiling", default="2x2")
-    ir.add_argument("--isa", default="amx", choices=["amx", "avx512"])
-    ir.add_argument("--asm", action="store_true", help="print the microkernel's assembly")
-    ir.add_argument("--cpu", default=None, help="compile for this target instead of the host")
-    ir.add_argument("--amx", action="store_true", help="print the seed's loop as Granite Rapids AMX code")
-    ir.add_argument("--out", default=None, help="write kernel.ll, kernel.s (and amx.ll, amx.s) here")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
+    for verb, text in _VERBS.items():
+        sub.add_parser(verb, help=text, description=text[0].upper() + text[1:] + ".")
+    p = sub.choices
+
+    p["demo"].add_argument(
+        "--sizes",
+        type=_positive_int(4096, "a size"),
+        nargs="+",
+        default=[64, 256, 512],
+        help="square sizes to time (default 64 256 512)",
+    )
+
+    b = p["bench"]
+    b.add_argument(
+        "--sizes",
+        type=_positive_int(8192, "a size"),
+        nargs="+",
+        default=None,
+        help="square sizes, 1 to 8192 (default 256 512 1024 2048; with --targets: 1024 2048)",
+    )
+    b.add_argument("--dtypes", nargs="+", default=["bf16", "int8", "fp16"], choices=amx_dtypes, help="dtypes to sweep")
+    b.add_argument(
+        "--threads",
+        type=_positive_int(_threads_limit(), "--threads"),
+        default=None,
+        help=f"threads for every contender alike, 1 to {_threads_limit()} (default: all)",
+    )
+    b.add_argument("--budget", type=_positive_float, default=30.0, help="seconds per contender and size (default 30)")
+    b.add_argument("--out", default="bench-results", help="folder for bench.json, bench.csv, bench.png")
+    b.add_argument(
+        "--tilings", nargs="+", default=["1x1", "2x2"], choices=list(TILINGS), help="tilegemm tilings (default 1x1 2x2)"
+    )
+    b.add_argument("--targets", action="store_true", help="measure the performance targets instead of the sweep")
+
+    m = p["model"]
+    m.add_argument("--m", type=_positive_int(name="--m"), default=32768, help="rows of A and C (default 32768)")
+    m.add_argument("--n", type=_positive_int(name="--n"), default=32768, help="columns of B and C (default 32768)")
+    m.add_argument("--k", type=_positive_int(name="--k"), default=32768, help="the inner dimension (default 32768)")
+    m.add_argument("--dtype", default="int8", choices=amx_dtypes, help="element type (default int8)")
+    m.add_argument("--measure", type=int, default=1024, help="size to time every tiling at, 0 to skip (default 1024)")
+    m.add_argument(
+        "--threads", type=_positive_int(_threads_limit(), "--threads"), default=None, help="threads for the timing"
+    )
+
+    i = p["ir"]
+    i.add_argument("--dtype", default="bf16", choices=all_dtypes, help="dtype (default bf16)")
+    i.add_argument("--tiling", default="2x2", choices=list(TILINGS) + ["auto"], help="tiling (default 2x2)")
+    i.add_argument("--isa", default=DEFAULT_ISA, choices=list(ISAS), help=f"profile (default {DEFAULT_ISA})")
+    i.add_argument("--asm", action="store_true", help="print the hot loop's assembly")
+    i.add_argument(
+        "--cpu", default=None, choices=list(inspect.TARGETS), help="compile for this target instead of the host"
+    )
+    i.add_argument("--amx", action="store_true", help="also print the seed-style loop as Granite Rapids AMX code")
+    i.add_argument("--out", default=None, help="write kernel.ll and kernel.s (and amx.ll, amx.s with --amx) here")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    sub = parser._subparsers._group_actions[0].choices[args.verb]  # type: ignore[union-attr]
     if args.verb == "ir":
-        return _ir(args)
+        return _ir(args, sub)
+    if args.verb == "info":
+        return info()
     if args.verb == "model":
         from . import benchmark
 
+        if args.measure < 0:
+            sub.error(f"argument --measure: must be 0 (skip) or a size, got {args.measure}")
         benchmark.model_report(args.m, args.n, args.k, args.dtype, args.measure, args.threads)
         return 0
     if args.verb == "demo":
         return demo(tuple(args.sizes))
-    if args.verb == "bench":
-        from . import benchmark
+    from . import benchmark
 
-        args.sizes_given = args.sizes is not None
-        args.sizes = args.sizes or [256, 512, 1024, 2048]
-        return benchmark.main(args)
-    return 2
+    args.sizes_given = args.sizes is not None
+    args.sizes = args.sizes or [256, 512, 1024, 2048]
+    return benchmark.main(args)
 
 
 if __name__ == "__main__":

@@ -308,6 +308,14 @@ def machine_info(threads) -> dict:
     }
 
 
+def host_line(threads=None) -> str:
+    """One line naming the host: CPU model, LLVM's name for it, its kernel target class, cores."""
+    from .kernels.targets import target_class
+
+    info = machine_info(threads)
+    return f"{info['cpu']} (LLVM {info['llvm_cpu']}, target class {target_class()}, {info['cores']} cores)"
+
+
 def format_table(rows: list[Row]) -> str:
     head = f"{'group':5} {'contender':16} {'n':>5} {'GFLOP/s':>9} {'vs f32':>7} {'bits differ':>11} {'max ulp':>9}"
     lines = [head, "-" * len(head)]
@@ -339,8 +347,13 @@ def write_outputs(rows, info, out_dir) -> list[str]:
             w.writerow([asdict(r)[k] for k in fields])
     paths.append(cpath)
     ppath = os.path.join(out_dir, "bench.png")
-    _plot(rows, info, ppath)
-    paths.append(ppath)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("bench.png not drawn: the plot needs matplotlib (pip install 'tilegemm[bench]')", file=sys.stderr)
+    else:
+        _plot(rows, info, ppath)
+        paths.append(ppath)
     return paths
 
 
@@ -518,9 +531,6 @@ def main(args) -> int:
             with open(os.path.join(args.out, "targets.json"), "w") as f:
                 json.dump({"machine": machine_info(1), "targets": [asdict(t) for t in results]}, f, indent=1)
         return 0
-    for n in args.sizes:
-        if not 1 <= n <= 8192:
-            raise SystemExit(f"--sizes takes sizes from 1 to 8192, got {n}")
     groups = tuple(g.upper() for g in args.dtypes)
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -543,10 +553,8 @@ def main(args) -> int:
 
         rows = sweep(tuple(args.sizes), groups, args.threads, args.budget, progress, tilings)
     info = machine_info(args.threads)
-    print(
-        f"# {info['cpu']} ({info['llvm_cpu']}), {info['threads']} thread(s), "
-        + ", ".join(f"{k} {v}" for k, v in info["versions"].items())
-    )
+    print(f"# host: {host_line(args.threads)}")
+    print(f"# {info['threads']} thread(s), " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
     print(format_table(rows))
     if args.out:
         for p in write_outputs(rows, info, args.out):

@@ -79,19 +79,47 @@ def _tiling(tiling):
     return "2x2" if tiling == "auto" else tiling
 
 
-def llvm_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
+def _host_texts(dtype, tiling, isa) -> dict:
+    """IR, assembly and target of the hot loop, compiled in this process (for its target)."""
+    import llvmlite.binding as llvm
+    from numba.core import config
+
+    fn, sig = _probe(isa, dtype, _tiling(tiling))
+    cpu = config.CPU_NAME or llvm.get_host_cpu_name()
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
+    return {"ir": fn.inspect_llvm(sig), "asm": fn.inspect_asm(sig), "cpu": cpu, "features": features}
+
+
+@functools.lru_cache(maxsize=None)
+def _texts(dtype, tiling, isa, cpu) -> dict:
+    """:func:`_host_texts` for this host (``cpu=None``), or for a named target, compiled (never
+    run) in a subprocess with ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` set."""
+    _check(dtype, tiling, isa)
+    if cpu is None:
+        return _host_texts(dtype, tiling, isa)
+    if cpu not in TARGETS:
+        raise ValueError(f"unknown cpu {cpu!r}; known targets are {', '.join(TARGETS)}")
+    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=TARGETS[cpu])
+    code = (
+        "import json; from tilegemm.inspect import _host_texts; "
+        f"print(json.dumps(_host_texts({dtype!r}, {tiling!r}, {isa!r})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"compiling for {cpu} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def llvm_ir(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> str:
     """Optimized LLVM IR of the hot loop ``matmul`` runs for these arguments: one K step of one
-    superblock of the tiling's C tiles (``auto`` shows 2x2)."""
-    _check(dtype, tiling, isa)
-    fn, sig = _probe(isa, dtype, _tiling(tiling))
-    return fn.inspect_llvm(sig)
+    superblock of the tiling's C tiles (``auto`` shows 2x2), for this host or ``cpu``."""
+    return str(_texts(dtype, tiling, isa, cpu)["ir"])
 
 
-def asm(dtype="bf16", tiling="2x2", isa="amx") -> str:
-    """Assembly (AT&T syntax) of the same hot loop, for the target Numba compiles for."""
-    _check(dtype, tiling, isa)
-    fn, sig = _probe(isa, dtype, _tiling(tiling))
-    return fn.inspect_asm(sig)
+def asm(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> str:
+    """Assembly (AT&T syntax) of the same hot loop, for this host or ``cpu`` (a name in
+    :data:`TARGETS`, compiled for and never run)."""
+    return str(_texts(dtype, tiling, isa, cpu)["asm"])
 
 
 @dataclass(frozen=True)
@@ -137,32 +165,11 @@ def _report(ir_text: str, asm_text: str, cpu: str, features: str) -> VectorRepor
     return VectorReport(cpu, features, widest, bits, vfma, sfma, idot, spills, vectorized)
 
 
-def _host_report(dtype, tiling, isa) -> VectorReport:
-    import llvmlite.binding as llvm
-    from numba.core import config
-
-    cpu = config.CPU_NAME or llvm.get_host_cpu_name()
-    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
-    return _report(llvm_ir(dtype, tiling, isa), asm(dtype, tiling, isa), cpu, features)
-
-
 def vector_report(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> VectorReport:
     """A :class:`VectorReport` for this host, or for ``cpu`` (a name in :data:`TARGETS`), which is
     compiled for, never run, in a subprocess."""
-    _check(dtype, tiling, isa)
-    if cpu is None:
-        return _host_report(dtype, tiling, isa)
-    if cpu not in TARGETS:
-        raise ValueError(f"unknown cpu {cpu!r}; known targets are {', '.join(TARGETS)}")
-    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=TARGETS[cpu])
-    code = (
-        "import json, dataclasses, sys; from tilegemm.inspect import _host_report; "
-        f"print(json.dumps(dataclasses.asdict(_host_report({dtype!r}, {tiling!r}, {isa!r}))))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"compiling for {cpu} failed:\n{done.stderr[-2000:]}")
-    return VectorReport(**json.loads(done.stdout.strip().splitlines()[-1]))
+    t = _texts(dtype, tiling, isa, cpu)
+    return _report(t["ir"], t["asm"], t["cpu"], t["features"])
 
 
 # --------------------------------------------------------------------------------------------

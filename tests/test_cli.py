@@ -1,0 +1,90 @@
+"""python -m tilegemm: every option honoured or refused with a one-line usage error (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from tilegemm import instructions
+from tilegemm.__main__ import _parser, main
+
+BAD = [
+    ("ir --cpu pentium", "invalid choice: 'pentium'"),
+    ("ir --tiling 3x3", "invalid choice: '3x3'"),
+    ("ir --dtype fp8", "invalid choice: 'fp8'"),
+    ("ir --isa sse", "invalid choice: 'sse'"),
+    ("ir --isa avx512 --amx", "has no tile form"),
+    ("ir --isa avx512 --dtype fp16", "isa='avx512' does not take dtype 'fp16'"),
+    ("bench --tilings 9x9", "invalid choice: '9x9'"),
+    ("bench --threads 0", "--threads must be at least 1"),
+    ("bench --threads 100000", "at most"),
+    ("bench --budget -1", "--budget: must be greater than 0, got -1"),
+    ("bench --budget nan", "--budget: must be greater than 0"),
+    ("bench --sizes 0", "a size must be at least 1"),
+    ("bench --sizes 9000", "at most 8192"),
+    ("bench --dtypes fp8", "invalid choice: 'fp8'"),
+    ("model --measure -3", "--measure: must be 0 (skip) or a size, got -3"),
+    ("model --m 0", "--m must be at least 1"),
+    ("demo --sizes x", "a size must be an integer, got 'x'"),
+    ("frobnicate", "invalid choice: 'frobnicate'"),
+    ("", "the following arguments are required: VERB"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD)
+def test_bad_values_exit_2_with_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv.split())
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and err.startswith("python -m tilegemm"), err
+
+
+def test_no_traceback_from_the_command_line():
+    done = subprocess.run([sys.executable, "-m", "tilegemm", "ir", "--tiling", "3x3"], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_every_verb_and_option_has_help():
+    parser = _parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    listed = {c.dest for c in sub._choices_actions}
+    assert listed == set(sub.choices) >= {"demo", "bench", "model", "ir", "info"}
+    assert all(c.help for c in sub._choices_actions)
+    for verb, p in sub.choices.items():
+        for action in p._actions:
+            if action.dest != "help":
+                assert action.help, (verb, action.dest)
+    top = parser.format_help()
+    assert "``" not in top and ":func:" not in top and all(v in top for v in sub.choices)
+
+
+def test_ir_honours_cpu_asm_and_out(tmp_path, capsys):
+    assert main(["ir", "--cpu", "skylake-avx512", "--asm", "--out", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert "compiled for skylake-avx512" in out and "%zmm" in out and "vfmadd" in out
+    kernel_s = (tmp_path / "d" / "kernel.s").read_text()
+    assert "%zmm" in kernel_s and "vfmadd" in kernel_s
+    assert main(["ir", "--cpu", "haswell", "--out", str(tmp_path / "h")]) == 0
+    text = (tmp_path / "h" / "kernel.s").read_text()
+    assert "%ymm" in text and "%zmm" not in text
+
+
+def test_ir_amx_follows_the_tiling(tmp_path, capsys):
+    assert main(["ir", "--dtype", "s8u8", "--tiling", "2x3", "--amx", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "2x3 loop" in out and out.count("tdpbsud\t") == 6
+    assert {p.name for p in tmp_path.iterdir()} == {"kernel.ll", "kernel.s", "amx.ll", "amx.s"}
+
+
+def test_info_lists_the_records(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    for mnemonic in instructions.INSTRUCTIONS:
+        assert mnemonic in out
+    for isa in instructions.ISAS:
+        assert f"\n  {isa} " in out
+    assert "target class" in out

@@ -19,12 +19,12 @@ packs or checks input):
   packed VNNI bytes ``[quad][n][4]``; for floats exact float32 ``[pair][even/odd][n]``.
 - ``C``: ``(nC, M, N)`` C-contiguous float32/int32 holding the starting values (zeros, or the
   caller's C already read with DAZ). Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.
-- ``k``: the true K (the tail rule of SEMANTICS.md needs it).
+- ``k``: the true K (the tail rule, docs/semantics.md section 6, needs it).
 - ``rows``, ``cols``: the tiling, in C tiles of 16 x 16 per superblock (``1, 1`` or ``2, 2``).
 - ``*_exact``: scalar fma32/add32 with DAZ/FTZ, for any input; ``*_fast``: vector FMA code,
   valid only when ``tilegemm.dispatch.fast_path_ok`` has proven that no result can be tiny and no
   product can overflow (then plain FMA code gives the same bits).
 
 Superblocks are distributed with ``prange``; every tiling and thread count gives the same bits
-because each C element's arithmetic is fixed by SEMANTICS.md, not by the visiting order.
+because each C element's arithmetic is fixed by docs/semantics.md, not by the visiting order.
 """

@@ -1,7 +1,7 @@
 """Scalar binary32 arithmetic with AMX's rounding rules, exact on any CPU state.
 
 ``fma32`` and ``add32`` are one IEEE binary32 operation each, round-to-nearest-even, with
-MXCSR.DAZ|FTZ behaviour (SEMANTICS.md, "TDPBF16PS"): a tiny result (below 2^-126 after rounding
+MXCSR.DAZ|FTZ behaviour (docs/semantics.md, section 1): a tiny result (below 2^-126 after rounding
 to 24 bits with an unbounded exponent) becomes a zero of its sign. They are computed in binary64
 with an error-free TwoSum, so they neither read nor depend on the caller's MXCSR, and they do not
 rely on the CPU having an FMA unit.

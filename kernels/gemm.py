@@ -75,7 +75,7 @@ def _superblock(
     scratch = np.empty(TILE * TILE, Cf.dtype)
     for kb in range(kb_start, kb_stop):
         k0 = kb * k_step
-        # The tail rule (SEMANTICS.md): the last step runs ceil(remaining / group) groups.
+        # The tail rule (docs/semantics.md, section 6): the last step runs ceil(remaining / group) groups.
         ngroups = min(TILE, (k - k0 + group - 1) // group)
         for r in range(rows):
             m0 = (bm * rows + r) * TILE

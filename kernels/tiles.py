@@ -5,7 +5,7 @@ depend on their order, so one fast body is exact for every input; signedness com
 operand arrays' dtypes (int8 or uint8), so it serves all four instructions.
 
 VDPBF16PS (float32 C, ``isa="avx512"``): the seed's AVX-512 BF16 baseline, on the same operand
-layouts: one accumulator per C element, odd product first (SEMANTICS.md, "VDPBF16PS"). Its fast
+layouts: one accumulator per C element, odd product first (docs/semantics.md, section 5). Its fast
 variant rests on the same proof as TDPBF16PS's; a partial sum can be -0 here (the caller's C
 may be), so the last K step runs exactly its ceil(remaining / 2) pairs, never padding pairs.
 
@@ -16,10 +16,9 @@ variants of the tile multiply:
 - exact (variant 0): every operation through ``exact.fma32`` / ``exact.add32``; handles denormal
   results (FTZ), overflowing products next to infinite sums, and the odd-K padded pair.
 - fast (variant 1): the explicit vector FMA chains of ``vector.float_tile_rows``. Used only after
-  the per-call range proof in ``tilegemm.dispatch.fast_path_ok`` (the "prove per call" option of
-  PERF-NOTES.md): all values are then multiples of a grid u >= 2^-126, so no result is tiny and
-  FTZ/DAZ never act, and no product overflows, so a fused and an unfused multiply-add give the
-  same bits. We chose the proof over setting MXCSR in worker threads because it needs no
+  the per-call range proof in ``tilegemm.plan.fast_path_ok`` (docs/semantics.md, section 9): all
+  values are then multiples of a grid u >= 2^-126, so no result is tiny and FTZ/DAZ never act,
+  and no product overflows, so a fused and an unfused multiply-add give the same bits. We chose the proof over setting MXCSR in worker threads because it needs no
   per-thread state, cannot leak flags to the caller, and LLVM may move float operations across
   an ``ldmxcsr`` it does not know to be a barrier. Under the proof a partial sum is never -0 (it
   starts at +0 and no result flushes), so running the zero pairs that pad K to a whole tile step

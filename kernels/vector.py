@@ -1,7 +1,7 @@
 """Register-blocked vector microkernels, emitted as explicit LLVM vector IR through Numba intrinsics.
 
 Why explicit IR: Numba leaves LLVM's SLP vectorizer off, and array accumulators cannot be kept in
-registers because Numba cannot mark arrays ``noalias`` (PERF-NOTES.md). Writing ``<N x float>``
+registers because Numba cannot mark arrays ``noalias`` (numba issues #5198, #3750). Writing ``<N x float>``
 values and ``llvm.fma.vNf32`` directly makes the vector code the definition, not a hope, on any
 target LLVM supports (the width and rows of each body come from ``targets.py``: zmm with
 AVX-512, ymm with AVX2; other targets get whatever LLVM legalizes the vectors into).

@@ -1,4 +1,4 @@
-"""Hand-worked GEMMs from the SDM pseudocode (SEMANTICS.md), each with the value worked out by hand.
+"""Hand-worked GEMMs from the SDM pseudocode (docs/semantics.md), each with the value worked out by hand.
 
 Each case: (name, dtype, a, b, c, expected). ``c`` is the accumulate start (None: +0). The
 expected values were derived on paper from the instruction definitions, never by running code;
@@ -34,7 +34,7 @@ CASES = [
         [[-0.0]],
         [[-0.0]],
     ),
-    # SEMANTICS.md boundary 1: e = 2^-63 * 2^-63 = 2^-126, then fma32(-2^-76, 2^-76, 2^-126):
+    # Tininess boundary 1 (docs/semantics.md, section 1): e = 2^-63 * 2^-63 = 2^-126, then fma32(-2^-76, 2^-76, 2^-126):
     # exact 2^-126 - 2^-152 rounds up to 2^-126 at 24 bits, so not tiny. o = 0. dst = 2^-126.
     (
         "tininess after rounding: rounds up to 2^-126",
@@ -44,7 +44,7 @@ CASES = [
         None,
         [[p2(-126)]],
     ),
-    # SEMANTICS.md boundary 2: e = 2^-126; e = fma(2^-75, 2^-74, e) = 2^-126 + 2^-149 (normal);
+    # Tininess boundary 2: e = 2^-126; e = fma(2^-75, 2^-74, e) = 2^-126 + 2^-149 (normal);
     # e = fma(-1.5*2^-75, 2^-74, e): exact 2^-126 - 2^-150 is tiny -> +0. o = 0. dst = +0.
     (
         "tininess after rounding: tiny, flushed",

@@ -150,7 +150,7 @@ def test_packed_layout_and_roundtrip(dtype):
     assert p.shape == (70, 40) and p.dtype == dtype
     kb, nb = -(-70 // fmt.k_step), -(-40 // 16)
     assert p.data.shape == (kb, nb, 16, 64) and p.data.dtype == np.uint8
-    # VNNI, SEMANTICS.md: block (kb, nb), row r, element g*n + j holds B[kb*step + g*r + j][16*nb + n].
+    # VNNI, docs/semantics.md section 2: block (kb, nb), row r, element g*n + j holds B[kb*step + g*r + j][16*nb + n].
     el = p.data.view(fmt.b.element)
     g = fmt.group
     bel = fmt.b.to_element(b, "b", dtype)

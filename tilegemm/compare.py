@@ -1,7 +1,7 @@
 """``bitdiff``: the one way tilegemm compares two results.
 
 Two results agree when every non-NaN element has the same bit pattern (so +0 and -0 differ) and
-both have NaN in the same places; NaN payloads are not compared (SEMANTICS.md, "NaN"). Tests, the
+both have NaN in the same places; NaN payloads are not compared (docs/semantics.md, section 8). Tests, the
 demo and users validating their own ports all go through this function.
 """
 

@@ -1,7 +1,7 @@
 """Compiled element conversions, and A laid out as tile panels in one pass.
 
 Every conversion works on bit patterns with integer instructions, so the caller's MXCSR (DAZ in
-particular) cannot change a value on the way (SEMANTICS.md: FP16 denormal inputs are kept). Each
+particular) cannot change a value on the way (docs/semantics.md, section 1: FP16 denormal inputs are kept). Each
 rule is written once, as a Numba ufunc usable from NumPy and from compiled code alike:
 
 - ``f32_to_bf16``: binary32 -> BF16, round to nearest even, as ``ml_dtypes.bfloat16`` does.
@@ -151,7 +151,7 @@ def pack_b(src, dst):
     """src (nB, K, N) bits -> dst (nB, KB, NB, 16, 16, group) VNNI blocks, zero-filled beyond B.
 
     Block (kb, nb), row r, column n, slot j holds ``B[kb*16*group + r*group + j][nb*16 + n]``
-    (SEMANTICS.md, "VNNI layout of the B operand"). ``dst`` must be zero-filled."""
+    (docs/semantics.md, section 2). ``dst`` must be zero-filled."""
     nB, K, N = src.shape
     KB, NB, group = dst.shape[1], dst.shape[2], dst.shape[5]
     for job in prange(nB * KB):

@@ -61,7 +61,7 @@ class _Operands:
         self.N = b_bits.shape[1]
         g, step = fmt.group, fmt.k_step
         self.esize = a_bits.dtype.itemsize
-        self.Kg = -(-self.K // g) * g  # K in whole pairs / quads (the padded pair runs, SEMANTICS.md)
+        self.Kg = -(-self.K // g) * g  # K in whole pairs / quads (the padded pair runs: docs/semantics.md, section 6)
         A = np.zeros((self.M, self.Kg), a_bits.dtype)
         A[:, : self.K] = a_bits
         self.A = A.view(np.uint8).reshape(-1)

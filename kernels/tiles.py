@@ -18,11 +18,11 @@ variants of the tile multiply:
 - fast (variant 1): the explicit vector FMA chains of ``vector.float_tile_rows``. Used only after
   the per-call range proof in ``tilegemm.plan.fast_path_ok`` (docs/semantics.md, section 9): all
   values are then multiples of a grid u >= 2^-126, so no result is tiny and FTZ/DAZ never act,
-  and no product overflows, so a fused and an unfused multiply-add give the same bits. We chose the proof over setting MXCSR in worker threads because it needs no
-  per-thread state, cannot leak flags to the caller, and LLVM may move float operations across
-  an ``ldmxcsr`` it does not know to be a barrier. Under the proof a partial sum is never -0 (it
-  starts at +0 and no result flushes), so running the zero pairs that pad K to a whole tile step
-  changes no bit either.
+  and no product overflows, so a fused and an unfused multiply-add give the same bits. We chose
+  the proof over setting MXCSR in worker threads because it needs no per-thread state, cannot
+  leak flags to the caller, and LLVM may move float operations across an ``ldmxcsr`` it does not
+  know to be a barrier. Under the proof a partial sum is never -0 (it starts at +0 and no result
+  flushes), so running the zero pairs that pad K to a whole tile step changes no bit either.
 
 Operand layouts are the contract in ``kernels/__init__.py``; the kernel B block is
 ``[pair][even/odd][n]`` float32 (512 values).

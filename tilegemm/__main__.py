@@ -30,7 +30,7 @@ _VERBS = {
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``python -m tilegemm ir: error: ...`` and exit 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(2)
 
@@ -196,6 +196,7 @@ def info(out=None) -> int:
 
 
 def _parser() -> _Parser:
+    """The parser; ``parser.verbs`` maps each verb to its sub-parser (for its own errors)."""
     from . import inspect
 
     amx_dtypes = list(PROFILES[DEFAULT_ISA].names())
@@ -209,6 +210,7 @@ def _parser() -> _Parser:
     for verb, text in _VERBS.items():
         sub.add_parser(verb, help=text, description=text[0].upper() + text[1:] + ".")
     p = sub.choices
+    parser.verbs = p  # type: ignore[attr-defined]
 
     p["demo"].add_argument(
         "--sizes",
@@ -266,7 +268,7 @@ def _parser() -> _Parser:
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    sub = parser._subparsers._group_actions[0].choices[args.verb]  # type: ignore[union-attr]
+    sub = parser.verbs[args.verb]  # type: ignore[attr-defined]
     if args.verb == "ir":
         return _ir(args, sub)
     if args.verb == "info":

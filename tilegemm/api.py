@@ -18,7 +18,7 @@ import numpy as np
 from . import dispatch, instructions, plan
 from .formats import daz
 from .instructions import Instruction, Profile
-from .packing import PackedB, a_panels, pack_codes
+from .packing import PackedB, a_panels, exponent_range, pack_codes
 
 __all__ = ["matmul"]
 
@@ -228,10 +228,8 @@ class _Call:
         B = packed.kernel_b(family.b_layout, instr.daz_inputs)
         b_range = c_range = None
         if family.needs_proof:
-            c_range = plan.exponent_range(C3) if self.accumulate else None
-            if packed._stats is None:
-                packed._stats = plan.exponent_range(B)
-            b_range = packed._stats
+            c_range = exponent_range(C3) if self.accumulate else None
+            b_range = packed.exponent_range(family.b_layout, instr.daz_inputs)
         p = plan.make_plan(self.kernel, None, a_range, b_range, c_range)
         ia = _batch_index(a_batch, self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)

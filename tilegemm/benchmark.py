@@ -269,7 +269,7 @@ def sweep(
                     )
                 base = next((r for r in group_rows if r.contender == "numpy float32" and r.gflops), None)
                 for r in group_rows:
-                    if base and r.gflops:
+                    if base is not None and base.gflops and r.gflops:
                         r.efficiency = r.gflops / base.gflops
                 rows.extend(group_rows)
     return rows
@@ -579,8 +579,9 @@ def model_report(m=32768, n=32768, k=32768, dtype="int8", measure=1024, threads=
     out(f"{'strategy':24} {'block (elements)':>16} {'invocations':>13} {'bytes loaded':>14} {'bytes/MAC':>9}")
     cases = list(model.strategies().items()) + [(f"tilegemm {t}", model.tiling_block(t)) for t in TILINGS]
     for label, blk in cases:
-        t = model.traffic(m, n, k, blk, dtype)
-        out(f"{label:24} {blk[0]:>7} x {blk[1]:<6} {t.invocations:13,d} {t.bytes_loaded:14.4g} {t.bytes_per_mac:9.4f}")
+        tr = model.traffic(m, n, k, blk, dtype)
+        cols = f"{tr.invocations:13,d} {tr.bytes_loaded:14.4g} {tr.bytes_per_mac:9.4f}"
+        out(f"{label:24} {blk[0]:>7} x {blk[1]:<6} {cols}")
     lb = model.lower_bound(m, n, k, 32 * 48, dtype) / (m * n * k)
     out(f"lower bound 2MNK/sqrt(T) for T = 32 x 48: {lb:.4f} bytes/MAC")
     kk = 4 * instr.k_step

@@ -66,14 +66,14 @@ class Family:
         """The compiled entry point ``"fast"`` or ``"exact"`` (imported on first use)."""
         from .kernels import gemm
 
-        return getattr(gemm, getattr(self, which))  # type: ignore[no-any-return]
+        return getattr(gemm, getattr(self, which))
 
     def superblock_step(self, rows: int, cols: int) -> Callable[..., Any]:
         """A compilable function running one K step of a rows x cols superblock through the fast
         body (``tilegemm.kernels.gemm.superblock_step``), for reading its code."""
         from .kernels import gemm, tiles
 
-        return gemm.superblock_step(getattr(tiles, self.variant), rows, cols)  # type: ignore[no-any-return]
+        return gemm.superblock_step(getattr(tiles, self.variant), rows, cols)
 
 
 #: Kernel families by name.
@@ -154,7 +154,7 @@ def lookup(isa: object, dtype: object, tiling: object) -> Kernel:
     p, name, _ = resolve(isa, dtype)
     if tiling not in TILINGS:
         raise ValueError(_tiling_error(tiling))
-    return table()[(p.name, name, tiling)]  # type: ignore[index]
+    return table()[(p.name, name, tiling)]
 
 
 def _tiling_error(tiling: object) -> str:

@@ -107,7 +107,7 @@ def _texts(dtype, tiling, isa, cpu) -> dict:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"compiling for {cpu} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def llvm_ir(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> str:

@@ -46,7 +46,7 @@ _I32 = np.dtype(np.int32)
 
 def _resolve_path(path: str) -> Callable[..., Any]:
     module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -198,9 +198,8 @@ class Profile:
 
     def instruction(self, dtype: object) -> Instruction:
         """The instruction for ``dtype``; ``ValueError`` naming the valid choices otherwise."""
-        key = self.aliases.get(dtype, dtype) if isinstance(dtype, str) else None
-        if key in self.dtypes:
-            return self.dtypes[key]
+        if isinstance(dtype, str) and self.aliases.get(dtype, dtype) in self.dtypes:
+            return self.dtypes[self.aliases.get(dtype, dtype)]
         if isinstance(dtype, str) and dtype in DTYPES:
             raise ValueError(f"isa={self.name!r} does not take dtype {dtype!r}; it takes {', '.join(self.names())}")
         raise ValueError(f"unknown dtype {dtype!r}; valid dtypes are {', '.join(DTYPES)}")

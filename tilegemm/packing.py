@@ -21,7 +21,7 @@ from . import convert
 from .formats import BF16, FP16, NumberFormat
 from .instructions import DEFAULT_ISA, Instruction, resolve
 
-__all__ = ["PackedB", "pack", "pack_codes", "a_panels", "tile_operands", "TILE_N", "TILE_ROWS"]
+__all__ = ["PackedB", "pack", "pack_codes", "a_panels", "tile_operands", "exponent_range", "TILE_N", "TILE_ROWS"]
 
 TILE_N = 16  # C tile columns (16 x 4 bytes)
 TILE_ROWS = 16  # rows of a tile register
@@ -61,7 +61,7 @@ class PackedB:
         is the 1 KiB block ``TILELOADD`` reads with stride 64.
     """
 
-    __slots__ = ("shape", "dtype", "isa", "instruction", "data", "_kernel_b", "_stats")
+    __slots__ = ("shape", "dtype", "isa", "instruction", "data", "_kernel_b", "_ranges")
 
     def __init__(self, shape: tuple[int, ...], dtype: str, data: np.ndarray, isa: str = DEFAULT_ISA):
         _, name, instr = resolve(isa, dtype)
@@ -71,7 +71,7 @@ class PackedB:
         self.instruction = instr
         self.data = data
         self._kernel_b: dict[str, np.ndarray] = {}
-        self._stats: object = None
+        self._ranges: dict[str, tuple[int, int] | None] = {}
 
     @property
     def format(self) -> NumberFormat:
@@ -125,6 +125,26 @@ class PackedB:
             else:
                 self._kernel_b[key] = np.ascontiguousarray(flat)
         return self._kernel_b[key]
+
+    def exponent_range(self, layout: str, daz: bool) -> tuple[int, int] | None:
+        """:func:`exponent_range` of :meth:`kernel_b` (made once per layout, kept)."""
+        key = f"{layout}:{daz}"
+        if key not in self._ranges:
+            self._ranges[key] = exponent_range(self.kernel_b(layout, daz))
+        return self._ranges[key]
+
+
+def exponent_range(x: np.ndarray) -> tuple[int, int] | None:
+    """Smallest and largest unbiased binary32 exponent of the non-zero finite values, or None.
+
+    Denormals must already have been read as zero (they are, for the kernels' operands).
+    """
+    from .convert import exponent_bounds
+
+    if x.size == 0:
+        return None
+    lo, hi = exponent_bounds(np.ascontiguousarray(x).view(np.uint32).reshape(-1))
+    return None if lo > hi else (int(lo) - 127, int(hi) - 127)
 
 
 def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA) -> PackedB:

@@ -11,13 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
-
 from .dispatch import TILINGS, Kernel
 from .instructions import Instruction
 from .model import parse_tiling, tiling_block, traffic
 
-__all__ = ["Plan", "make_plan", "fast_path_ok", "exponent_range", "auto_tiling", "threads_for", "SERIAL_BELOW"]
+__all__ = ["Plan", "make_plan", "fast_path_ok", "auto_tiling", "threads_for", "SERIAL_BELOW"]
 
 #: Multiply-accumulates below which a call runs on one thread unless told otherwise. A parallel
 #: region waits for its slowest thread: on a 2-core machine a 256^3 call took 0.39 ms on one
@@ -27,19 +25,6 @@ __all__ = ["Plan", "make_plan", "fast_path_ok", "exponent_range", "auto_tiling",
 SERIAL_BELOW = 1 << 26
 
 Range = tuple[int, int] | None
-
-
-def exponent_range(x: np.ndarray) -> Range:
-    """Smallest and largest unbiased binary32 exponent of the non-zero finite values, or None.
-
-    Denormals must already have been read as zero (they are, for the kernels' operands).
-    """
-    from .convert import exponent_bounds
-
-    if x.size == 0:
-        return None
-    lo, hi = exponent_bounds(np.ascontiguousarray(x).view(np.uint32).reshape(-1))
-    return None if lo > hi else (int(lo) - 127, int(hi) - 127)
 
 
 def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:

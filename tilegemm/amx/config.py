@@ -1,7 +1,7 @@
 """The palette-1 tile configuration (the 64-byte LDTILECFG block) and the faults of the tile unit.
 
-Layout (docs/semantics.md, section 2; docs/tiles-config-load-store.md): byte 0 ``palette_id``, byte 1 ``start_row``, bytes
-2..15 zero, bytes 16..31 ``colsb[0..7]`` (u16 little-endian), bytes 32..47 zero, bytes 48..55
+Layout (docs/tiles-config-load-store.md): byte 0 ``palette_id``, byte 1 ``start_row``, bytes 2..15
+zero, bytes 16..31 ``colsb[0..7]`` (u16 little-endian), bytes 32..47 zero, bytes 48..55
 ``rows[0..7]``, bytes 56..63 zero. Limits: rows <= 16, colsb <= 64, and a tile's rows and colsb
 are both zero (unused) or both non-zero; anything else is #GP.
 """

@@ -58,7 +58,7 @@ def _multiply_intrinsic(record: Instruction) -> Callable[..., Any]:
     return intrinsic
 
 
-_MULTIPLIES = {r.intrinsic: _multiply_intrinsic(r) for r in TILE_INSTRUCTIONS.values()}
+_MULTIPLIES = {str(r.intrinsic): _multiply_intrinsic(r) for r in TILE_INSTRUCTIONS.values()}
 globals().update(_MULTIPLIES)
 
 __all__ = [

@@ -164,7 +164,7 @@ class TileUnit:
     # -- the multiplies -----------------------------------------------------------------------
 
     def _multiply(self, record: Instruction, dst: int, a: int, b: int) -> None:
-        instr = record.tile_method
+        instr = str(record.tile_method)
         m, dcolsb = self._shape(instr, dst)
         arows, acolsb = self._shape(instr, a)
         brows, bcolsb = self._shape(instr, b)
@@ -197,7 +197,7 @@ def _tile_method(record: Instruction):
     def method(self, dst, a, b):
         self._multiply(record, dst, a, b)
 
-    method.__name__ = method.__qualname__ = record.tile_method
+    method.__name__ = method.__qualname__ = str(record.tile_method)
     method.__doc__ = (
         f"{record.mnemonic}: dst ({record.acc}) += a ({record.a.name}) x b ({record.b.name}, VNNI groups of "
         f"{record.group}): {record.summary}. ``dst``, ``a``, ``b``: tile numbers. See {record.doc}."

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pickle
 import subprocess
@@ -190,7 +189,7 @@ def test_concurrent_callers():
         try:
             a, b, d = jobs[i]
             for _ in range(3):
-                got[i] = tilegemm.matmul(a, b, d, threads=1 + i % 2)
+                got[i] = tilegemm.matmul(a, b, d, threads=1 + i % numba.config.NUMBA_NUM_THREADS)
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
@@ -232,21 +231,25 @@ def test_caller_ftz_daz_does_not_change_bits(force_exact, monkeypatch):
 # -- installation layout ---------------------------------------------------------------------
 
 
-def test_kernels_subpackage_resolves_into_kernels_folder(tmp_path):
+@pytest.mark.parametrize("where", ["root", "elsewhere"])
+def test_kernels_subpackage_is_the_kernels_folder(where, tmp_path):
+    """From the repository root (the source tree shadows any install) and from elsewhere (the
+    installed or editable package), tilegemm.kernels is the repository's kernels/ folder, and no
+    top-level package named kernels exists."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = (
-        "import importlib.util, tilegemm.kernels.gemm as k; "
-        "print(k.__file__); print(importlib.util.find_spec('kernels'))"
+        "import importlib.util, os, tilegemm.kernels.gemm as k; "
+        "print(os.path.realpath(k.__file__)); print(importlib.util.find_spec('kernels'))"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cwd = root if where == "root" else tmp_path
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, check=True
     ).stdout.split("\n")
-    path = os.path.normpath(out[0])
-    assert os.path.basename(os.path.dirname(path)) == "kernels" or path.endswith(
-        os.path.join("tilegemm", "kernels", "gemm.py")
-    )
-    assert out[1] == "None"  # no top-level `kernels` package is installed
-    assert importlib.util.find_spec("tilegemm.kernels") is not None
+    installed = os.path.join(os.path.dirname(os.path.realpath(tilegemm.__file__)), "kernels", "gemm.py")
+    assert out[0] in (os.path.realpath(os.path.join(root, "kernels", "gemm.py")), os.path.realpath(installed))
+    if where == "elsewhere":
+        assert out[1] == "None"  # nothing installs a top-level `kernels` package
 
 
 def test_regular_install_maps_kernels_into_the_package(tmp_path):

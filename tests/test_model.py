@@ -36,7 +36,6 @@ def test_excerpt_counts():
     # AMX six accumulators: "0.7 million" invocations, "1.7 billion tiles" of 1 KiB.
     t6 = model.traffic(N, N, N, tile=(32, 48))
     assert round(t6.invocations / 1e6, 1) == 0.7
-    assert (32 + 48) * N // 1024 == 2560  # "2560 tile loads" per invocation
     assert round(t6.bytes_loaded / 2**30 / 1024, 1) == 1.7
     assert t6.macs == N**3
 

@@ -25,9 +25,13 @@ class BitDiff:
     total : int
         Elements compared.
     max_ulp : int
-        Largest distance in units in the last place among elements that are both non-NaN
-        (floats: steps between the two values on the binary32 number line, +0 and -0 being
-        0 apart; integers: the absolute difference).
+        Largest distance in units in the last place among elements that are both non-NaN and
+        not of opposite signs (floats: steps between the two values on the binary32 number line,
+        +0 and -0 being 0 apart; integers: the absolute difference). A distance across zero
+        counts every binary32 value between the two and says nothing useful, so pairs of
+        opposite sign are counted in ``sign_flips`` instead.
+    sign_flips : int
+        Float elements where both values are non-zero, non-NaN and of opposite signs.
     nan_mismatch : numpy.ndarray
         Indices (as from ``numpy.argwhere``) where exactly one side is NaN.
     first : tuple or None
@@ -39,6 +43,7 @@ class BitDiff:
     max_ulp: int
     nan_mismatch: np.ndarray
     first: tuple | None
+    sign_flips: int = 0
 
     @property
     def share(self) -> float:
@@ -55,20 +60,47 @@ class BitDiff:
     def __str__(self) -> str:
         if self.identical:
             return f"bit-identical ({self.total} elements)"
+        flips = f", {self.sign_flips} of opposite sign" if self.sign_flips else ""
         return (
-            f"{self.count} of {self.total} elements differ ({self.share:.2%}), max {self.max_ulp} ulp, "
-            f"{len(self.nan_mismatch)} NaN-mask mismatches, first at {self.first}"
+            f"{self.count} of {self.total} elements differ ({self.share:.2%}), max {self.max_ulp} ulp"
+            f"{flips}, {len(self.nan_mismatch)} NaN-mask mismatches, first at {self.first}"
         )
 
 
-def _ordered(x: np.ndarray) -> np.ndarray:
-    """binary32 bits -> integers in numeric order (+0 and -0 both map to 0)."""
-    bits = x.view(np.int32).astype(np.int64)
-    return np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _is_float(dt: np.dtype) -> bool:
+    """IEEE-style floats: NumPy's, and ml_dtypes' (bfloat16, float8_*), whatever their kind."""
+    return dt.kind == "f" or (dt.type.__module__ == "ml_dtypes" and dt.itemsize in _UINT)
+
+
+def _float_part(x: np.ndarray, y: np.ndarray):
+    """(differ, ulp, opposite, NaN of x, NaN of y) for one float array pair, element-wise."""
+    uint = _UINT[x.dtype.itemsize]
+    wide = np.float64 if x.dtype.itemsize == 8 else np.float32
+    nx, ny = np.isnan(x.astype(wide)), np.isnan(y.astype(wide))
+    both = ~nx & ~ny
+    bx, by = x.view(uint), y.view(uint)
+    differ = ((bx != by) & both) | (nx != ny)
+    ox, oy = _ordered(bx), _ordered(by)
+    opposite = both & (np.sign(ox) * np.sign(oy) < 0)
+    ulp = np.where(both & ~opposite, np.abs(ox - oy), 0)
+    return differ, ulp, opposite, nx, ny
+
+
+def _ordered(bits: np.ndarray) -> np.ndarray:
+    """A float's bit patterns -> integers in numeric order (+0 and -0 both map to 0). Python
+    integers for 64-bit patterns would overflow int64 differences; floats up to 32 bits are exact."""
+    top = np.uint64(1) << np.uint64(8 * bits.dtype.itemsize - 1)
+    b = bits.astype(np.uint64)
+    mag = (b & ~top).astype(np.int64)
+    return np.where((b & top) != 0, -mag, mag)
 
 
 def bitdiff(x, y) -> BitDiff:
-    """Compare two float32 or int32 results bit for bit.
+    """Compare two results bit for bit: floats (float16, bfloat16, float32, float64, complex64/128:
+    each part), or integers.
 
     Examples
     --------
@@ -76,6 +108,8 @@ def bitdiff(x, y) -> BitDiff:
     >>> d = tilegemm.bitdiff(np.float32([1, np.nan, 0.0]), np.float32([1, np.nan, -0.0]))
     >>> d.count, d.max_ulp
     (1, 0)
+    >>> tilegemm.bitdiff(np.float32([1, -1e-45]), np.float32([np.nextafter(1, 2, dtype=np.float32), 1e-45])).sign_flips
+    1
     """
     x = np.asarray(x)
     y = np.asarray(y)
@@ -83,19 +117,21 @@ def bitdiff(x, y) -> BitDiff:
         raise ValueError(f"bitdiff needs arrays of one shape, got {x.shape} and {y.shape}")
     if x.dtype != y.dtype:
         raise TypeError(f"bitdiff needs arrays of one dtype, got {x.dtype} and {y.dtype}")
-    if x.dtype == np.float32:
-        nx, ny = np.isnan(x), np.isnan(y)
-        both = ~nx & ~ny
-        differ = (x.view(np.uint32) != y.view(np.uint32)) & both
-        differ |= nx != ny
-        ulp = np.abs(_ordered(x) - _ordered(y))
-        ulp = np.where(both, ulp, 0)
+    if x.dtype.kind == "c" or _is_float(x.dtype):
+        parts = [(x.real, y.real), (x.imag, y.imag)] if x.dtype.kind == "c" else [(x, y)]
+        results = [_float_part(np.ascontiguousarray(p), np.ascontiguousarray(q)) for p, q in parts]
+        differ = np.logical_or.reduce([r[0] for r in results])
+        ulp = np.maximum.reduce([r[1] for r in results])
+        flips = int(np.logical_or.reduce([r[2] for r in results]).sum())
+        nx = np.logical_or.reduce([r[3] for r in results])
+        ny = np.logical_or.reduce([r[4] for r in results])
     elif x.dtype.kind in "iu":
         nx = ny = np.zeros(x.shape, bool)
         differ = x != y
         ulp = np.abs(x.astype(np.int64) - y.astype(np.int64))
+        flips = 0
     else:
-        raise TypeError(f"bitdiff compares float32 or integer results, got {x.dtype}")
+        raise TypeError(f"bitdiff compares float, complex or integer results, got {x.dtype}")
     where = np.argwhere(differ)
     return BitDiff(
         count=int(differ.sum()),
@@ -103,4 +139,5 @@ def bitdiff(x, y) -> BitDiff:
         max_ulp=int(ulp.max()) if ulp.size else 0,
         nan_mismatch=np.argwhere(nx != ny),
         first=tuple(int(i) for i in where[0]) if len(where) else None,
+        sign_flips=flips,
     )

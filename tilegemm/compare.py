@@ -26,8 +26,8 @@ class BitDiff:
         Elements compared.
     max_ulp : int
         Largest distance in units in the last place among elements that are both non-NaN
-        (floats: steps between the two values on the binary32 number line, +0 and -0 being
-        0 apart; integers: the absolute difference).
+        (floats: steps between the two values on the number line of their format, binary32 or
+        the 16-bit one, +0 and -0 being 0 apart; integers: the absolute difference).
     nan_mismatch : numpy.ndarray
         Indices (as from ``numpy.argwhere``) where exactly one side is NaN.
     first : tuple or None
@@ -61,6 +61,10 @@ class BitDiff:
         )
 
 
+#: 16-bit float dtypes bitdiff compares, with their exponent field (all ones: infinity or NaN).
+_EXP16 = {"bfloat16": 0x7F80, "float16": 0x7C00}
+
+
 def _ordered(x: np.ndarray) -> np.ndarray:
     """binary32 bits -> integers in numeric order (+0 and -0 both map to 0)."""
     bits = x.view(np.int32).astype(np.int64)
@@ -68,7 +72,7 @@ def _ordered(x: np.ndarray) -> np.ndarray:
 
 
 def bitdiff(x, y) -> BitDiff:
-    """Compare two float32 or int32 results bit for bit.
+    """Compare two float32 or int32 results (or bfloat16 / float16 ones) bit for bit.
 
     Examples
     --------
@@ -83,7 +87,19 @@ def bitdiff(x, y) -> BitDiff:
         raise ValueError(f"bitdiff needs arrays of one shape, got {x.shape} and {y.shape}")
     if x.dtype != y.dtype:
         raise TypeError(f"bitdiff needs arrays of one dtype, got {x.dtype} and {y.dtype}")
-    if x.dtype == np.float32:
+    exp16 = _EXP16.get(x.dtype.name) if x.dtype.itemsize == 2 and x.dtype.kind in "fV" else None
+    if exp16 is not None:
+        # bfloat16 / float16 (PyTorch's bf16 outputs): the same rules on the 16-bit patterns,
+        # distances in units of the 16-bit format's last place.
+        bx = x.view(np.uint16).astype(np.int64)
+        by = y.view(np.uint16).astype(np.int64)
+        nx, ny = (bx & 0x7FFF) > exp16, (by & 0x7FFF) > exp16
+        both = ~nx & ~ny
+        differ = ((bx != by) & both) | (nx != ny)
+        ox = np.where(bx & 0x8000, -(bx & 0x7FFF), bx)
+        oy = np.where(by & 0x8000, -(by & 0x7FFF), by)
+        ulp = np.where(both, np.abs(ox - oy), 0)
+    elif x.dtype == np.float32:
         nx, ny = np.isnan(x), np.isnan(y)
         both = ~nx & ~ny
         differ = (x.view(np.uint32) != y.view(np.uint32)) & both
@@ -95,7 +111,7 @@ def bitdiff(x, y) -> BitDiff:
         differ = x != y
         ulp = np.abs(x.astype(np.int64) - y.astype(np.int64))
     else:
-        raise TypeError(f"bitdiff compares float32 or integer results, got {x.dtype}")
+        raise TypeError(f"bitdiff compares float32, bfloat16, float16 or integer results, got {x.dtype}")
     where = np.argwhere(differ)
     return BitDiff(
         count=int(differ.sum()),

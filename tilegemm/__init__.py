@@ -42,6 +42,7 @@ SUBMODULES = (
     "inspect",
     "instructions",
     "model",
+    "onednn",
     "packing",
     "plan",
     "reference",

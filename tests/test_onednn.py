@@ -387,3 +387,10 @@ def test_the_recordings_pin_the_rules(key, change):
     assert tilegemm.bitdiff(got, recorded).count > 0
     same, _ = _variant(_case(key), lambda p: p)
     assert_bits(same, recorded, key)
+
+
+def test_plans_are_remembered():
+    # a model repeats its shapes: the blocking search runs once per problem
+    p, q = onednn.plan(64, 4096, 256, onednn_threads=2), onednn.plan(64, 4096, 256, onednn_threads=2)
+    assert p.blocking is q.blocking
+    assert onednn.plan(64, 4096, 256, onednn_threads=1).blocking is not p.blocking

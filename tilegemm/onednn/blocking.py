@@ -26,6 +26,7 @@ This module must not import the rest of tilegemm: it is the pure decision proced
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -1046,10 +1047,12 @@ def _amx_fallback_init(c: _Conf) -> None:
     c.brgemm_batch_size = max(c.K // c.K_blk, 1)
 
 
+@functools.lru_cache(maxsize=4096)
 def blocking(p: Problem) -> Blocking:
     """The blocking oneDNN's brgemm matmul chooses for ``p`` (``compute_blocking_heuristic``,
     UTL 1166-1251): the macro ("grid") heuristic where it applies and finds a blocking, else the
-    micro heuristic."""
+    micro heuristic. Remembered per problem: the search takes milliseconds (a model's layers
+    repeat their shapes), and oneDNN's primitive cache does the same."""
     if min(p.M, p.K, p.N, p.batch, p.nthr) < 1:
         raise ValueError(f"oneDNN blocking needs M, K, N, batch and threads >= 1, got {p}")
     c = _Conf(p)

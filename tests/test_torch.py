@@ -253,3 +253,13 @@ def test_tilegemm_matmul_in_the_mode_is_untouched():
     with tt.emulate() as mode:
         assert tilegemm.matmul(a, b)[0, 0] == 8
     assert not mode.calls
+
+
+def test_bench_rows_for_the_torch_mode():
+    from tilegemm import benchmark
+
+    lines = []
+    rows = benchmark.torch_mode(shapes=(("linear", 4, 64, 32), ("bmm", 8, 32, 8)), repeats=1, report=lines.append)
+    assert [r["what"] for r in rows] == ["linear", "bmm"] and len(lines) == 2
+    assert rows[1]["shape"] == "8 x 8 x 32 x 8" and "K_blk=32" in rows[1]["plan"]
+    assert all(r["emulate_over_bare"] > 0 and r["onednn_over_bare"] > 0 for r in rows)

@@ -162,12 +162,11 @@ def run(
             r = None
             for k0, k1 in call:  # a call's blocks chain in the tiles
                 piece = _k_slice(packed, k0, k1)
+                rows = np.ascontiguousarray(a[..., k0:k1])  # contiguous: the kernels' usual operand
                 if r is None:
-                    r = _tile_matmul(a[..., k0:k1], piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA)
+                    r = _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA)
                 else:
-                    _tile_matmul(
-                        a[..., k0:k1], piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA, out=r, accumulate=True
-                    )
+                    _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA, out=r, accumulate=True)
             rb = _bits(r)
             buf = rb if buf is None else vaddps(rb, buf, out=buf)  # C = call + C (vaddps)
         if acc is None:
@@ -204,7 +203,7 @@ def _prepare(a, b, c, b_transposed):
         if w.flags.c_contiguous and not codes.flags.c_contiguous:  # B = w.T: read w along its rows
             packed = pack_transposed(w, _CHAIN_ISA, "bf16")
         else:
-            packed = pack_codes(codes, _CHAIN_ISA, "bf16")
+            packed = pack_codes(np.ascontiguousarray(codes), _CHAIN_ISA, "bf16")
     a_el = BF16.to_codes(a, "a", "bf16").view(bf16_dtype())
     c_bits = None
     if c is not None:

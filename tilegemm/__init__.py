@@ -46,6 +46,7 @@ SUBMODULES = (
     "inspect",
     "instructions",
     "model",
+    "onednn",
     "packing",
     "plan",
     "reference",

@@ -241,6 +241,9 @@ def _parser() -> _Parser:
         "--tilings", nargs="+", default=["1x1", "2x2"], choices=list(TILINGS), help="tilegemm tilings (default 1x1 2x2)"
     )
     b.add_argument("--targets", action="store_true", help="measure the performance targets instead of the sweep")
+    b.add_argument(
+        "--torch-mode", action="store_true", help="time tilegemm.torch.emulate() against a bare tilegemm.matmul"
+    )
 
     m = p["model"]
     m.add_argument("--m", type=_positive_int(name="--m"), default=32768, help="rows of A and C (default 32768)")

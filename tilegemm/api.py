@@ -143,7 +143,8 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         packed B's) emulates the tile multiply named by ``dtype``; ``"avx512"`` (bf16) the seed's
         AVX-512 BF16 baseline, VDPBF16PS: one FP32 accumulator per element, each pair's odd
         product first. Profiles without tiles accept ``tiling``; it only orders the blocks of C,
-        which never changes a bit.
+        which never changes a bit. ``"onednn"`` (bf16) returns what PyTorch's bf16 matmul returns
+        on an AMX server (bfloat16; :func:`tilegemm.onednn.matmul`, whose keywords it takes).
     **switches
         Readings of points the instruction's sources leave open, by switch name
         (:attr:`tilegemm.instructions.Instruction.switches`); each defaults to its normative
@@ -165,6 +166,8 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     array([[-5]], dtype=int32)
     """
     prof, name, instr = _resolve(dtype, isa, b)
+    if prof.library is not None:  # a library's whole call, e.g. isa="onednn" (docs/onednn.md)
+        return prof.library_fn(a, b, name, tiling, out=out, accumulate=accumulate, threads=threads, **switches)
     options = instr.options(switches, name)
     tiling = "2x2" if tiling is None else tiling
     if tiling != "auto":

@@ -33,7 +33,7 @@ from .dispatch import TILINGS
 from .instructions import DEFAULT_ISA, PROFILES, Instruction, resolve
 from .packing import pack
 
-__all__ = ["Contender", "contenders", "inputs", "sweep", "targets", "reps_for", "median_time", "main"]
+__all__ = ["Contender", "contenders", "inputs", "sweep", "targets", "torch_mode", "reps_for", "median_time", "main"]
 
 #: The seed's sweep: one group per dtype it measured, labelled as the seed labels them.
 SEED_DTYPES = ("bf16", "int8", "fp16")
@@ -519,11 +519,84 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
 
 
 # --------------------------------------------------------------------------------------------
+# The torch mode (tilegemm.torch.emulate) against a bare tilegemm.matmul of the same operands
+# --------------------------------------------------------------------------------------------
+
+#: (what, M, K, N): a decode-sized and a prefill-sized linear layer of a 4096-wide model, a square
+#: product, and the attention scores of 8 heads of 64 over 512 tokens (a bmm).
+TORCH_MODE_SHAPES = (
+    ("linear", 8, 4096, 4096),
+    ("linear", 512, 4096, 1024),
+    ("matmul", 1024, 1024, 1024),
+    ("bmm", 512, 64, 512),
+)
+
+
+def torch_mode(shapes=TORCH_MODE_SHAPES, repeats=5, threads=None, report=print) -> list[dict]:
+    """Time PyTorch calls under ``tilegemm.torch.emulate()`` against a bare ``tilegemm.matmul``
+    (bf16, fresh operands each call, as the mode gets them) of the same operands, and against
+    ``tilegemm.onednn`` called directly: each ratio the median of back-to-back repetitions in this
+    process. Returns one dict per shape."""
+    import torch
+
+    import tilegemm.torch as tt
+
+    from . import onednn
+
+    rows = []
+    for what, m, k, n in shapes:
+        g = torch.Generator().manual_seed(m + k + n)
+        batch = 8 if what == "bmm" else 1
+        x = torch.randn((batch, m, k) if batch > 1 else (m, k), generator=g).to(torch.bfloat16)
+        w = torch.randn((batch, k, n) if batch > 1 else (n, k), generator=g).to(torch.bfloat16)
+        b = w.t() if what == "linear" else w  # F.linear's weight is (N, K): B = weight.t()
+        call = {
+            "linear": lambda x=x, w=w: torch.nn.functional.linear(x, w),
+            "matmul": lambda x=x, w=w: torch.matmul(x, w),
+            "bmm": lambda x=x, w=w: torch.bmm(x, w),
+        }[what]
+        xa, ba = tt.to_numpy(x), tt.to_numpy(b)
+        mode = tt.emulate(threads=threads)
+
+        def emulated(call=call, mode=mode):
+            with mode:
+                call()
+
+        def bare(xa=xa, ba=ba):
+            matmul(xa, ba, "bf16", threads=threads)
+
+        def direct(xa=xa, ba=ba, bt=what == "linear"):
+            onednn.matmul(xa, ba, b_transposed=bt, threads=threads)
+
+        over, s1 = _median_ratio(bare, emulated, repeats)
+        lib, s2 = _median_ratio(bare, direct, repeats)
+        t_bare = median_time(bare, repeats, warmup=0)
+        row = {
+            "what": what,
+            "shape": f"{batch} x {m} x {k} x {n}" if batch > 1 else f"{m} x {k} x {n}",
+            "plan": mode.calls[-1].plan.describe(),
+            "bare_ms": t_bare * 1e3,
+            "emulate_over_bare": over,
+            "onednn_over_bare": lib,
+            "samples": [round(v, 3) for v in s1],
+        }
+        rows.append(row)
+        report(
+            f"{what:6} {row['shape']:>20}: emulate() / tilegemm.matmul {over:5.2f}, tilegemm.onednn / "
+            f"tilegemm.matmul {lib:5.2f} (tilegemm.matmul {row['bare_ms']:.1f} ms; {row['plan']})"
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------------
 
 
 def main(args) -> int:
+    if getattr(args, "torch_mode", False):
+        torch_mode(threads=args.threads)
+        return 0
     if args.targets:
         results = targets(tuple(args.sizes) if args.sizes_given else (1024, 2048))
         if args.out:

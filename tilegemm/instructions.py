@@ -5,8 +5,9 @@ formats, how elements group along K, how far one instruction steps along K, the 
 readable reference, the family of compiled kernels that runs it fast, the tile-API method and C
 intrinsic, the LLVM intrinsic and CPU flag of the real thing, and its documentation page. A
 :class:`Profile` (``isa=`` of :func:`tilegemm.matmul`) maps the user's dtype names onto
-instructions: ``"amx"`` (the default: the tile multiplies) and ``"avx512"`` (the AVX-512 BF16
-baseline).
+instructions: ``"amx"`` (the default: the tile multiplies), ``"avx512"`` (the AVX-512 BF16
+baseline) and ``"onednn"`` (PyTorch's bf16 matmul on an AMX server: oneDNN's blocking around the
+tile multiplies, ``docs/onednn.md``).
 
 Adding a dtype is one record here, its reference, its kernels and its documentation page. No
 other module compares a dtype or ISA name to a string: they look records up here and read their
@@ -182,6 +183,14 @@ class Profile:
         The ``DNNL_MAX_CPU_ISA`` value under which oneDNN runs this path, if any.
     doc, summary:
         Documentation page and one line for listings.
+    library, library_reference:
+        For a profile that models a library's whole call rather than one instruction sequence
+        (``"onednn"``: PyTorch's bf16 matmul on an AMX server): ``"module:function"`` of the
+        fast path and of the readable reference that :func:`tilegemm.matmul` and
+        :func:`tilegemm.reference.matmul` hand such a call to. None: the instruction's kernels.
+    parameters:
+        The modelled machine's parameters for a library profile (cache sizes, cores, ISA), with
+        the values of the host its recorded results come from.
     """
 
     name: str
@@ -191,6 +200,9 @@ class Profile:
     tiled: bool = True
     aliases: Mapping[str, str] = field(default_factory=dict)
     onednn: str | None = None
+    library: str | None = None
+    library_reference: str | None = None
+    parameters: Mapping[str, object] = field(default_factory=dict)
 
     def names(self) -> tuple[str, ...]:
         """Every dtype name this profile takes, aliases included."""
@@ -207,6 +219,16 @@ class Profile:
     def canonical(self, dtype: str) -> str:
         """The dtype name an alias stands for (the name itself otherwise)."""
         return self.aliases.get(dtype, dtype)
+
+    @property
+    def library_fn(self) -> Callable[..., Any] | None:
+        """The function running a whole call of a library profile (None for instruction profiles)."""
+        return None if self.library is None else _resolve_path(self.library)
+
+    @property
+    def library_reference_fn(self) -> Callable[..., Any] | None:
+        """The readable reference of a library profile (None for instruction profiles)."""
+        return None if self.library_reference is None else _resolve_path(self.library_reference)
 
 
 def _amx_float(mnemonic: str, fmt: NumberFormat, method: str, flag: str, daz: bool, summary: str) -> Instruction:
@@ -311,6 +333,28 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
             summary="the AVX-512 BF16 baseline: VDPBF16PS, one FP32 accumulator per element",
             doc="docs/vdpbf16ps.md",
             tiled=False,
+        ),
+        "onednn": Profile(
+            "onednn",
+            MappingProxyType({"bf16": _I["TDPBF16PS"]}),
+            summary="PyTorch's CPU bf16 matmul on an AMX server: oneDNN brgemm's K blocks of TDPBF16PS, "
+            "float32 block sums, bf16 output",
+            doc="docs/onednn.md",
+            onednn="AVX512_CORE_AMX",
+            library="tilegemm.onednn:profile_matmul",
+            library_reference="tilegemm.reference.onednn:profile_matmul",
+            # The recording host of tests/data/torch-bf16-amx.npz: PyTorch 2.14.1, oneDNN v3.12.0.
+            parameters=MappingProxyType(
+                {
+                    "cores": 2,
+                    "l1d": 48 * 1024,
+                    "l2": 2 * 1024 * 1024,
+                    "l3": 480 * 1024 * 1024,
+                    "l2_ways": 16,
+                    "line": 64,
+                    "isa": "avx10_1_512_amx",
+                }
+            ),
         ),
     }
 )

@@ -9,6 +9,7 @@ exact-rational oracle.
 - :mod:`~tilegemm.reference.binary32`: ``fma32``, ``add32``, ``daz`` (RNE, DAZ/FTZ).
 - :mod:`~tilegemm.reference.amx`: TDPBF16PS / TDPFP16PS / TDPB*D and the GEMM cut into tiles.
 - :mod:`~tilegemm.reference.avx512`: VDPBF16PS.
+- :mod:`~tilegemm.reference.onednn`: PyTorch's bf16 matmul on an AMX server (oneDNN's blocks).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
     array([[3., 3.],
            [3., 3.]], dtype=float32)
     """
-    _, name, instr = instructions.resolve(isa, dtype)
+    prof, name, instr = instructions.resolve(isa, dtype)
+    if prof.library_reference is not None:  # a library's whole call (isa="onednn")
+        return prof.library_reference_fn(a, b, name, c=c, **switches)
     options = instr.options(switches, name)
     A = instr.a.to_codes(a, "a", name)
     B = instr.b.to_codes(b, "b", name)

@@ -1,0 +1,396 @@
+"""The "onednn" profile: oneDNN's float32 epilogue, its plans, the reference, the fast path, and the
+recorded silicon results (the whole set runs through tilegemm.torch in test_torch.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import silicon
+from conftest import assert_bits
+from tilegemm.kernels import onednn as epi
+
+import tilegemm
+from tilegemm import onednn
+from tilegemm.formats import bf16_dtype
+from tilegemm.reference import onednn as ref
+
+BF = bf16_dtype()
+
+
+# -- the float32 operations outside the tiles, against exact rational arithmetic ---------------
+
+
+def _ieee32(q: Fraction) -> np.float32:
+    """Round an exact rational to binary32: nearest even, gradual underflow, overflow to inf."""
+    if q == 0:
+        return np.float32(0.0)
+    sign = -1 if q < 0 else 1
+    a = abs(q)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    e = max(e, -126)  # below 2^-126 the grid stays 2^-149
+    unit = Fraction(2) ** (e - 23)
+    n, rem = divmod(a, unit)
+    n = int(n)
+    if rem > unit / 2 or (rem == unit / 2 and n % 2 == 1):
+        n += 1
+    r = n * unit
+    if r >= Fraction(2) ** 128:
+        return np.float32(sign * np.inf)
+    return np.float32(sign * float(r))
+
+
+def _bits32(rng, n):
+    """binary32 patterns aimed at the edges: denormals, the smallest normals, huge values."""
+    kind = rng.integers(0, 4, n)
+    sign = rng.integers(0, 2, n).astype(np.uint32) << 31
+    mant = rng.integers(0, 1 << 23, n).astype(np.uint32)
+    exp = np.select(
+        [kind == 0, kind == 1, kind == 2],
+        [np.zeros(n), rng.integers(1, 4, n), rng.integers(250, 255, n)],
+        rng.integers(100, 150, n),
+    ).astype(np.uint32)
+    return sign | (exp << 23) | mant
+
+
+def test_vaddps_against_exact_rationals():
+    rng = np.random.default_rng(141)
+    x = _bits32(rng, 3000)
+    y = _bits32(rng, 3000)
+    # cancellations that end in the denormal range and on ties
+    y[:600] = (x[:600] ^ np.uint32(1 << 31)) + rng.integers(-3, 4, 600).astype(np.uint32)
+    got = epi.vaddps(x, y).view(np.float32)
+    xf, yf = x.view(np.float32), y.view(np.float32)
+    want = np.array([_ieee32(Fraction(float(a)) + Fraction(float(b))) for a, b in zip(xf, yf)], np.float32)
+    assert_bits(got, want, "vaddps vs exact rationals")
+    with np.errstate(over="ignore"):
+        assert_bits(got, xf + yf, "vaddps vs numpy's IEEE addition")  # numpy keeps denormals here
+
+
+def test_vfmadd_against_exact_rationals():
+    rng = np.random.default_rng(1412)
+    x = _bits32(rng, 2000)
+    y = _bits32(rng, 2000)
+    z = _bits32(rng, 2000)
+    xf, yf, zf = (v.view(np.float32) for v in (x, y, z))
+    got = epi.vfmadd(x, y, z).view(np.float32)
+    finite = np.isfinite(xf) & np.isfinite(yf) & np.isfinite(zf)
+    want = []
+    for a, b, c, ok in zip(xf, yf, zf, finite):
+        if not ok:
+            want.append(np.float32(np.float64(a) * np.float64(b) + np.float64(c)))
+            continue
+        q = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+        if q == 0:  # the sign of an exact zero: negative only if both addends are negative zeros
+            neg = (math.copysign(1, a) * math.copysign(1, b) < 0) and (a * b == 0) and math.copysign(1, c) < 0
+            want.append(np.float32(-0.0 if neg else 0.0))
+        else:
+            want.append(_ieee32(q))
+    with np.errstate(all="ignore"):
+        assert_bits(got, np.array(want, np.float32), "vfmadd vs exact rationals")
+
+
+def test_special_values():
+    f = np.float32
+    add = lambda a, b: epi.vaddps(f(a).view(np.uint32), f(b).view(np.uint32)).view(np.float32)  # noqa: E731
+    assert math.copysign(1, add(-0.0, -0.0)) < 0 and math.copysign(1, add(-0.0, 0.0)) > 0
+    assert np.isnan(add(np.inf, -np.inf)) and add(np.inf, 1) == np.inf
+    assert add(f(3.0e38), f(3.0e38)) == np.inf
+    tiny = np.uint32(1).view(np.float32)  # 2^-149 stays: no flush to zero
+    assert add(tiny, tiny).view(np.uint32) == 2
+    assert add(f(2.0**-126), -f(2.0**-126 + 2.0**-149)).view(np.uint32) == 0x80000001
+
+
+def test_vcvtneps2bf16():
+    rng = np.random.default_rng(14)
+    x = rng.integers(0, 1 << 32, 200000, dtype=np.uint64).astype(np.uint32)
+    got = epi.vcvtneps2bf16(x)
+    xf = x.view(np.float32)
+    normal = np.isfinite(xf) & ((x & 0x7F800000) != 0)
+    want = xf[normal].astype(BF).view(np.uint16)  # ml_dtypes rounds to nearest even
+    assert_bits(got[normal].view(BF), want.view(BF), "normal inputs")
+    den = (x & 0x7F800000) == 0
+    assert (got[den] == ((x[den] >> 16) & 0x8000)).all()  # zeros and denormals: a zero of their sign
+    nan = np.isnan(xf)
+    assert (got[nan] & 0x7FC0 == 0x7FC0).all() and (got[nan] >> 15 == x[nan] >> 31).all()
+    assert epi.vcvtneps2bf16(np.float32(3.4e38).view(np.uint32)) == 0x7F80  # rounds up to infinity
+    assert epi.vcvtneps2bf16(np.uint32(0x3F808000)) == 0x3F80  # a tie goes to even
+    assert epi.vcvtneps2bf16(np.uint32(0x3F818000)) == 0x3F82
+
+
+# -- plans -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "M,K,N,threads,blocks",
+    [
+        # K block sizes that reproduce the recorded bits, found on the silicon by a search over
+        # uniform block sizes (the issue's table): one block size each.
+        (256, 4096, 512, 1, [(0, 1024), (1024, 2048), (2048, 3072), (3072, 4096)]),
+        (128, 1536, 256, 2, [(0, 768), (768, 1536)]),
+        (8, 4096, 4096, 2, [(0, 2048), (2048, 4096)]),
+        (32, 11008, 4096, 1, [(k, min(k + 480, 11008)) for k in range(0, 11008, 480)]),
+    ],
+)
+def test_plans_reproduce_the_silicon_block_sizes(M, K, N, threads, blocks):
+    p = onednn.plan(M, K, N, onednn_threads=threads)
+    assert p.chains() == blocks
+
+
+def test_the_case_no_uniform_block_size_matched():
+    # 256 x 4096 x 512 on two threads: K split between the threads, blocks of 1024 inside each,
+    # so the sum is (b0 + b1) + (b2 + b3), which no left-to-right fold of uniform blocks gives.
+    p = onednn.plan(256, 4096, 512, onednn_threads=2)
+    assert p.reduce and p.blocking.nthr_k == 2
+    assert [[c[0] for c in g] for g in p.groups] == [[(0, 1024), (1024, 2048)], [(2048, 3072), (3072, 4096)]]
+
+
+def test_plan_shape_rules():
+    for M, K, N, thr, bt, ps, batch in [
+        (1, 8192, 1024, 1, False, False, 1),
+        (7, 300, 64, 2, True, True, 1),
+        (33, 777, 65, 2, False, False, 2),
+        (200, 2560, 200, 2, True, True, 1),
+        (32, 1024, 64, 4, True, False, 1),
+        (64, 4096, 64, 3, False, False, 1),
+    ]:
+        p = onednn.plan(M, K, N, batch=batch, onednn_threads=thr, b_transposed=bt, post_sum=ps)
+        ranges = [r for g in p.groups for call in g for r in call]
+        assert ranges[0][0] == 0 and ranges[-1][1] == K
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))  # in K order, no gaps
+        assert all(call[0][0] % 32 == 0 for g in p.groups for call in g)  # calls start on a tile step
+        assert p.reduce == (len(p.groups) > 1)
+        assert M == 1 or p.blocking.heuristic != "micro"
+        assert str(p).startswith(f"oneDNN plan for {batch} x {M} x {K} x {N}")
+
+
+def test_m1_uses_the_micro_heuristic():
+    # A 1 x K source also matches the transposed tag, which rules the macro heuristic out.
+    assert onednn.plan(1, 8192, 1024, onednn_threads=1).blocking.heuristic == "micro"
+    assert onednn.plan(2, 8192, 1024, onednn_threads=1).blocking.heuristic != "micro"
+
+
+def test_host_parameters():
+    rec = tilegemm.instructions.PROFILES["onednn"].parameters
+    assert dataclasses.asdict(onednn.RECORDING_HOST) == dict(rec)
+    assert onednn.plan(256, 4096, 512).onednn_threads == rec["cores"]
+    one_core = onednn.Host(cores=1)
+    assert onednn.plan(256, 4096, 512, host=one_core).chains() == onednn.plan(256, 4096, 512, onednn_threads=1).chains()
+    # the caches enter: a 32 KiB L1 blocks the same product differently
+    assert onednn.plan(32, 11008, 4096, onednn_threads=1, host=onednn.Host(l1d=32 * 1024)).blocking.K_blk != 480
+    for bad, msg in [
+        (dict(l1d=0), "l1d"),
+        (dict(cores=1.5), "cores"),
+        (dict(isa="avx512_core_bf16"), "not modelled"),
+        (dict(l2=1000), "sets"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            onednn.Host(**bad)
+    with pytest.raises(ValueError, match="no room"):
+        onednn.plan(64, 4096, 64, host=onednn.Host(l1d=8192))
+    for bad in [dict(M=0), dict(K=-1), dict(onednn_threads=0)]:
+        args = dict(M=4, K=64, N=8) | bad
+        with pytest.raises(ValueError, match="positive integer"):
+            onednn.plan(args.pop("M"), args.pop("K"), args.pop("N"), **args)
+
+
+# -- a worked example: the blocks decide the bits ----------------------------------------------
+
+
+def _worked_operands():
+    """One output, K = 128, B all ones. The tile step sums are s1 = 2^24 + 2^16 (two even
+    products of the first step), s2 = s3 = s4 = 1 (one product in each later step)."""
+    a = np.zeros((1, 128), np.float32)
+    a[0, 0], a[0, 2], a[0, 32], a[0, 64], a[0, 96] = 2.0**24, 2.0**16, 1, 1, 1
+    return a, np.ones((128, 1), np.float32)
+
+
+@pytest.mark.parametrize(
+    "groups,reduce,expected",
+    [
+        # One chain: s1 + 1 is a tie at 2^24 and stays s1 each time (to even); s1 = 2^24 + 2^16
+        # is itself a bf16 tie, and rounds to even: 2^24 (0x4B80).
+        (((((0, 128),),),), False, 0x4B80),
+        # Two calls: (s1 + 1 -> s1) + (1 + 1 = 2) = 2^24 + 2^16 + 2, above the bf16 tie: 0x4B81.
+        (((((0, 64),), ((64, 128),)),), False, 0x4B81),
+        # The same two blocks on two K threads, reduced: the same sum.
+        (((((0, 64),),), (((64, 128),),)), True, 0x4B81),
+        # Blocks of one tile step each: 0 + s is s, so this is the single chain again.
+        ((tuple(((k, k + 32),) for k in range(0, 128, 32)),), False, 0x4B80),
+    ],
+)
+def test_worked_example(groups, reduce, expected):
+    a, b = _worked_operands()
+    p = dataclasses.replace(onednn.plan(1, 128, 1, onednn_threads=1), groups=groups, reduce=reduce)
+    assert int(ref.compute(a, b, p).view(np.uint16)[0, 0]) == expected
+    assert int(onednn.compute(a, b, p).view(np.uint16)[0, 0]) == expected
+
+
+# -- the reference and the fast path agree -----------------------------------------------------
+
+SMALL_PLANS = [
+    # (M, K, N, threads, b_transposed, host L1, batch): single chains, sequential blocks, K split
+    # over 2, 3 and 4 threads, transposed weights, the micro heuristic, a batch
+    (2, 1536, 32, 4, False, 48 * 1024, 1),
+    (16, 1536, 32, 2, True, 16 * 1024, 1),
+    (32, 256, 64, 4, True, 16 * 1024, 1),
+    (32, 1024, 64, 4, False, 16 * 1024, 1),
+    (32, 768, 64, 4, True, 48 * 1024, 1),
+    (1, 700, 40, 2, False, 48 * 1024, 1),
+    (33, 777, 65, 2, False, 48 * 1024, 1),
+    (7, 300, 64, 1, False, 48 * 1024, 3),
+]
+
+
+@pytest.mark.parametrize("M,K,N,threads,bt,l1,batch", SMALL_PLANS)
+def test_reference_and_fast_path_agree(M, K, N, threads, bt, l1, batch):
+    rng = np.random.default_rng([M, K, N, threads])
+    host = onednn.Host(l1d=l1)
+    a = rng.standard_normal((batch, M, K) if batch > 1 else (M, K)).astype(np.float32)
+    b = rng.standard_normal((batch, K, N) if batch > 1 else (K, N)).astype(np.float32)
+    a[..., ::7] *= 2.0**20  # large and small partial sums, so that the order shows
+    c = rng.standard_normal(N).astype(np.float32) * 64
+    kw = dict(onednn_threads=threads, b_transposed=bt, host=host)
+    for cc, beta in ((None, 1.0), (c, 1.0), (c, 0.5)):
+        want = ref.matmul(a, b, c=cc, beta=beta, **kw)
+        got = onednn.matmul(a, b, c=cc, beta=beta, **kw)
+        assert_bits(got, want, f"{M}x{K}x{N} threads={threads} beta={beta}")
+
+
+def test_tilegemm_matmul_and_reference_take_the_profile():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((16, 1536)).astype(np.float32)
+    b = rng.standard_normal((1536, 32)).astype(np.float32)
+    want = onednn.matmul(a, b, onednn_threads=2)
+    assert_bits(tilegemm.matmul(a, b, "bf16", isa="onednn", onednn_threads=2), want, "tilegemm.matmul")
+    assert_bits(tilegemm.reference.matmul(a, b, "bf16", isa="onednn", onednn_threads=2), want, "reference")
+    packed = tilegemm.pack(b, "bf16", isa="onednn")
+    assert_bits(tilegemm.matmul(a, packed, onednn_threads=2), want, "packed for onednn")
+    assert_bits(onednn.matmul(a, tilegemm.pack(b), onednn_threads=2), want, "packed for amx")
+    for tiling, threads in (("1x1", 1), ("2x3", 2), ("auto", None)):
+        assert_bits(onednn.matmul(a, b, onednn_threads=2, tiling=tiling, threads=threads), want, tiling)
+    # accumulate=True is addmm: out holds the bf16 input of the sum post-op
+    c = rng.standard_normal((16, 32)).astype(BF)
+    out = c.copy()
+    tilegemm.matmul(a, b, "bf16", isa="onednn", onednn_threads=2, out=out, accumulate=True)
+    assert_bits(out, onednn.matmul(a, b, c=c, onednn_threads=2), "accumulate")
+    assert_bits(out, ref.matmul(a, b, c=c, onednn_threads=2), "accumulate vs reference")
+
+
+def test_linear_and_batches():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 5, 96)).astype(np.float32)
+    w = rng.standard_normal((40, 96)).astype(np.float32)
+    bias = rng.standard_normal(40).astype(np.float32)
+    y = onednn.linear(x, w, bias)
+    assert y.shape == (2, 5, 40) and y.dtype == BF
+    assert_bits(y, ref.matmul(x.reshape(10, 96), w.T, c=bias, b_transposed=True).reshape(2, 5, 40), "linear")
+    assert_bits(onednn.linear(x[0, 0], w, bias), y[0, :1].reshape(40), "1-D input")
+    # a batched B: bmm over the broadcast batch
+    b = rng.standard_normal((3, 96, 24)).astype(np.float32)
+    z = onednn.matmul(x[:1], b)
+    assert z.shape == (3, 5, 24)
+    assert_bits(z, ref.matmul(np.broadcast_to(x[:1], (3, 5, 96)), b), "bmm")
+
+
+def test_bad_input_is_refused():
+    a = np.ones((4, 8), np.float32)
+    b = np.ones((8, 3), np.float32)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        onednn.matmul(a, np.ones((7, 3)))
+    with pytest.raises(ValueError, match="matrix-vector"):
+        onednn.matmul(a, np.ones(8))
+    with pytest.raises(ValueError, match="broadcast to the result shape"):
+        onednn.matmul(a, b, c=np.ones(4))
+    with pytest.raises(ValueError, match="onednn_threads"):
+        onednn.matmul(a, b, onednn_threads=0)
+    with pytest.raises(ValueError, match="beta"):
+        onednn.matmul(a, b, c=np.ones(3), beta=float("nan"))
+    with pytest.raises(TypeError, match="host"):
+        onednn.matmul(a, b, host="spr")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'alpha'"):
+        tilegemm.matmul(a, b, isa="onednn", alpha=2.0)
+    with pytest.raises(ValueError, match="isa='onednn' does not take dtype 'fp16'"):
+        tilegemm.matmul(a, b, "fp16", isa="onednn")
+    out = np.zeros((4, 3), np.float32)
+    with pytest.raises(ValueError, match="bfloat16"):
+        onednn.matmul(a, b, out=out)
+    assert (out == 0).all()
+    with pytest.raises(TypeError, match="dtype complex128"):
+        onednn.matmul(a.astype(complex), b)
+    p = onednn.plan(4, 16, 3)
+    with pytest.raises(ValueError, match="K = 8"):
+        onednn.compute(a, b, p)
+
+
+# -- the recorded silicon results --------------------------------------------------------------
+
+CHEAP = [c for c in silicon.cases() if (2 if c["op"] == "bmm" else 1) * c["M"] * c["K"] * c["N"] <= 2**23]
+
+
+@pytest.mark.parametrize("case", CHEAP, ids=[c["key"] for c in CHEAP])
+def test_silicon_reference(case):
+    """The readable reference on every recorded case of up to 2^23 multiply-adds (the whole set
+    runs through tilegemm.torch.emulate in test_torch.py, on the fast path)."""
+    A, B, bias = silicon.inputs(case)
+    A, B = A.view(BF), B.view(BF)
+    thr = case["threads"]
+    if case["op"] == "linear_bias":
+        want = ref.matmul(A, B.T, c=bias.view(BF), b_transposed=True, onednn_threads=thr)
+        got = onednn.linear(A, B, bias.view(BF), onednn_threads=thr)
+    else:
+        want = ref.matmul(A, B, onednn_threads=thr)
+        got = onednn.matmul(A, B, onednn_threads=thr)
+    recorded = silicon.recording()[1][case["key"]].view(BF)
+    assert_bits(want, recorded, f"{case['key']} reference")
+    assert_bits(got, recorded, f"{case['key']} fast path")
+
+
+def test_silicon_generator_is_the_recording_generator():
+    for kind in ("normal", "wide", "relu"):
+        for salt in (0, 1003, 2**31 + 5):
+            assert (silicon.operand((300, 37), salt, kind) == silicon.operand_numpy((300, 37), salt, kind)).all()
+
+
+def _variant(case, change):
+    """Outputs of a recorded case under a plan with one rule changed, and the recording."""
+    A, B, _ = silicon.inputs(case)
+    p = onednn.plan(case["M"], case["K"], case["N"], onednn_threads=case["threads"])
+    got = onednn.compute(A.view(BF), B.view(BF), change(p))
+    return got, silicon.recording()[1][case["key"]].view(BF)
+
+
+def _case(key):
+    return next(c for c in silicon.cases() if c["key"] == key)
+
+
+@pytest.mark.parametrize(
+    "key,change",
+    [
+        # one chain over the whole K instead of the blocks
+        ("c015", lambda p: dataclasses.replace(p, groups=(((((0, p.K),),),)), reduce=False)),
+        # the blocks added in reverse order
+        ("c041", lambda p: dataclasses.replace(p, groups=tuple(g[::-1] for g in p.groups))),
+        # the parallel-K groups folded left to right as one sequence, without the reduction
+        ("c085", lambda p: dataclasses.replace(p, groups=(sum(p.groups, ()),), reduce=False)),
+    ],
+    ids=["one-chain", "reverse-order", "flat-fold"],
+)
+def test_the_recordings_pin_the_rules(key, change):
+    """Each rule matters: the recorded bits reject the plan with that rule changed."""
+    got, recorded = _variant(_case(key), change)
+    assert tilegemm.bitdiff(got, recorded).count > 0
+    same, _ = _variant(_case(key), lambda p: p)
+    assert_bits(same, recorded, key)
+
+
+def test_plans_are_remembered():
+    # a model repeats its shapes: the blocking search runs once per problem
+    p, q = onednn.plan(64, 4096, 256, onednn_threads=2), onednn.plan(64, 4096, 256, onednn_threads=2)
+    assert p.blocking is q.blocking
+    assert onednn.plan(64, 4096, 256, onednn_threads=1).blocking is not p.blocking

@@ -1,0 +1,395 @@
+"""PyTorch's CPU bf16 matmul on an AMX server, bit for bit: the ``"onednn"`` profile.
+
+On a Sapphire Rapids or later Xeon, PyTorch sends bf16 ``matmul``, ``mm``, ``bmm``, ``addmm``,
+``baddbmm`` and ``linear`` to oneDNN's brgemm matmul (``brg_matmul:avx10_1_512_amx``). oneDNN
+cuts each output's K sum into blocks whose size it chooses from the shape, the thread count and
+the caches; each block is one chain of TDPBF16PS tile multiplies starting from zero, the block
+results are added in float32, a bias (or ``addmm``'s input) is added in float32, and the sum is
+rounded to bf16. This module computes exactly that:
+
+- :func:`plan` (:mod:`~tilegemm.onednn.schedule`): oneDNN's decisions for a problem on a modelled
+  :class:`Host`, from its blocking heuristics (:mod:`~tilegemm.onednn.blocking`).
+- :func:`matmul` and :func:`linear`: the bf16 results, as ``torch.matmul`` / ``torch.bmm`` /
+  ``torch.addmm`` / ``F.linear`` return them on that host. Each chain runs on tilegemm's AMX
+  kernels; the float32 additions and the bf16 rounding run in compiled code on bit patterns.
+- ``tilegemm.matmul(a, b, isa="onednn")`` is :func:`matmul` (see :func:`profile_matmul`).
+
+``onednn_threads`` is the thread count oneDNN runs with on the modelled host (it changes the
+bits); ``threads`` is tilegemm's own worker count here (it never does). ``docs/onednn.md`` has the
+rules with the oneDNN source lines they follow, and what is and is not modelled.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from ..api import matmul as _tile_matmul
+from ..formats import BF16, bf16_dtype
+from ..instructions import PROFILES, Instruction, resolve
+from ..kernels.onednn import vaddps, vcvtneps2bf16, vfmadd
+from ..packing import PackedB, pack_codes
+from .blocking import Blocking
+from .packing import pack_transposed
+from .schedule import RECORDING_HOST, Host, Plan, plan
+
+__all__ = [
+    "Host",
+    "Plan",
+    "Blocking",
+    "RECORDING_HOST",
+    "plan",
+    "matmul",
+    "linear",
+    "problem_of",
+    "compute",
+    "profile_matmul",
+]
+
+_OPTIONS = ("onednn_threads", "b_transposed", "host", "beta")
+
+
+def _chain_isa(instr: Instruction) -> str:
+    """The instruction profile whose kernels run one chain of ``instr`` (not a library profile)."""
+    for p in PROFILES.values():
+        if p.library is None and any(i is instr for i in p.dtypes.values()):
+            return p.name
+    raise LookupError(f"no instruction profile runs {instr.mnemonic}")  # pragma: no cover
+
+
+def _library_instruction() -> Instruction:
+    for p in PROFILES.values():
+        if p.library == "tilegemm.onednn:profile_matmul":
+            return next(iter(p.dtypes.values()))
+    raise LookupError("no profile runs tilegemm.onednn")  # pragma: no cover
+
+
+_INSTR = _library_instruction()
+_CHAIN_ISA = _chain_isa(_INSTR)
+
+
+def problem_of(a_shape: tuple, b_shape: tuple) -> tuple[int, int, int, int, tuple]:
+    """``(M, K, N, batch, result shape)`` of the oneDNN problem ``torch.matmul`` makes of operands
+    with these shapes (no gradient needed, operands viewable as their folded shape):
+
+    - 1-D @ 2-D: ``a.unsqueeze(0).mm(b)``, M = 1, the result squeezed;
+    - 2-D @ 2-D: ``mm``;
+    - N-D @ 2-D (N >= 3): folded into one ``mm`` of ``prod(a.shape[:-1])`` rows;
+    - otherwise (B with a batch): ``bmm`` over the broadcast batch dimensions.
+
+    A 1-D ``b`` is a matrix-vector product (``mv``), which oneDNN's brgemm matmul does not run
+    the same way: ``ValueError``.
+    """
+    if len(a_shape) == 0 or len(b_shape) == 0:
+        raise ValueError(f"onednn matmul: 0-d operands are not allowed (shapes {a_shape} and {b_shape})")
+    if len(b_shape) == 1:
+        raise ValueError(
+            f"onednn matmul: a 1-D b (shape {b_shape}) is a matrix-vector product (torch.mv), which the "
+            f"onednn profile does not model; give b as a (K, 1) matrix"
+        )
+    a2 = (1,) + tuple(a_shape) if len(a_shape) == 1 else tuple(a_shape)
+    K, N = b_shape[-2], b_shape[-1]
+    if a2[-1] != K:
+        raise ValueError(
+            f"onednn matmul: inner dimensions do not match: a has shape {a_shape} and b has shape {b_shape} "
+            f"(K = {a2[-1]} vs {K})"
+        )
+    if len(b_shape) == 2:
+        M = int(np.prod(a2[:-1], dtype=np.int64))
+        result = tuple(a_shape[:-1]) + (N,)
+        return M, K, N, 1, result
+    try:
+        batch = np.broadcast_shapes(a2[:-2], tuple(b_shape[:-2]))
+    except ValueError:
+        raise ValueError(
+            f"onednn matmul: batch dimensions do not broadcast: a has shape {a_shape} and b has shape {b_shape}"
+        ) from None
+    M = a2[-2]
+    result = tuple(batch) + ((M,) if len(a_shape) > 1 else ()) + (N,)
+    return M, K, N, int(np.prod(batch, dtype=np.int64)), result
+
+
+def _k_slice(packed: PackedB, k0: int, k1: int) -> PackedB:
+    """The packed B of rows ``k0:k1``: a view of whole K blocks when the range starts on a block
+    and ends on one or at K (always, for oneDNN's blocks), else packed afresh."""
+    step = packed.instruction.k_step
+    K = packed.shape[-2]
+    shape = packed.shape[:-2] + (k1 - k0, packed.shape[-1])
+    if k0 % step == 0 and (k1 % step == 0 or k1 == K):
+        data = packed.data[..., k0 // step : -(-k1 // step), :, :, :]
+        return PackedB(shape, packed.dtype, data, _CHAIN_ISA)
+    codes = packed.unpack()[..., k0:k1, :].view(packed.format.storage)
+    return pack_codes(np.ascontiguousarray(codes), _CHAIN_ISA, packed.dtype)
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return x.view(np.uint32)
+
+
+def _check_beta(beta) -> float:
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not math.isfinite(float(beta)):
+        raise ValueError(f"beta must be a finite real number, got {beta!r}")
+    return float(beta)
+
+
+def _check_threads(name: str, v) -> None:
+    if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
+        raise ValueError(f"{name} must be a positive integer or None, got {v!r}")
+
+
+def run(
+    a: np.ndarray,
+    packed: PackedB,
+    p: Plan,
+    c: np.ndarray | None,
+    beta: float,
+    result_shape: tuple,
+    threads: int | None = None,
+    tiling: str | None = None,
+) -> np.ndarray:
+    """The bf16 bits (uint16, ``result_shape``) of ``p`` applied to bf16 ``a`` and ``packed``.
+
+    ``a``: ml_dtypes.bfloat16 (..., M, K); ``c``: uint16 bf16 bits broadcastable to the result,
+    or None. Every chain is one :func:`tilegemm.matmul` over a K range; their float32 results are
+    combined in the plan's order with IEEE binary32 additions on bit patterns.
+    """
+    acc = None
+    for group in p.groups:
+        buf = None
+        for call in group:
+            r = None
+            for k0, k1 in call:  # a call's blocks chain in the tiles
+                piece = _k_slice(packed, k0, k1)
+                rows = np.ascontiguousarray(a[..., k0:k1])  # contiguous: the kernels' usual operand
+                if r is None:
+                    r = _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA)
+                else:
+                    _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA, out=r, accumulate=True)
+            rb = _bits(r)
+            buf = rb if buf is None else vaddps(rb, buf, out=buf)  # C = call + C (vaddps)
+        if acc is None:
+            acc = buf
+        else:
+            vaddps(acc, buf, out=acc)  # the parallel-K reduction: buf0 += buf_r
+    if p.reduce:
+        vaddps(np.uint32(0), acc, out=acc)  # the post-op pass after the reduction: 0 + C
+    acc = acc.reshape(result_shape)
+    if c is not None:
+        prev = np.broadcast_to(c.astype(np.uint32) << np.uint32(16), result_shape)  # bf16 -> f32, exact
+        if beta == 1.0:
+            vaddps(acc, prev, out=acc)  # the sum post-op: C + dst
+        else:
+            scale = np.float32(beta).view(np.uint32)
+            vfmadd(prev, scale, acc, out=acc)  # dst * beta + C, one rounding
+    return vcvtneps2bf16(acc)
+
+
+def _prepare(a, b, c, b_transposed):
+    """Operands as bf16 (a as elements, b packed), the oneDNN problem, and c's bits."""
+    a = np.asarray(a)
+    if isinstance(b, PackedB):
+        _, _, instr = resolve(b.isa, b.dtype)
+        if instr.b_layout != _INSTR.b_layout:
+            raise ValueError(f"b was packed for {b.dtype!r} on isa={b.isa!r}, not for bf16 tile multiplies")
+        M, K, N, batch, result = problem_of(a.shape, b.shape)
+        packed = b
+    else:
+        b = np.asarray(b)
+        M, K, N, batch, result = problem_of(a.shape, b.shape)
+        codes = BF16.to_codes(b, "b", "bf16")
+        w = codes.swapaxes(-1, -2)
+        if w.flags.c_contiguous and not codes.flags.c_contiguous:  # B = w.T: read w along its rows
+            packed = pack_transposed(w, _CHAIN_ISA, "bf16")
+        else:
+            packed = pack_codes(np.ascontiguousarray(codes), _CHAIN_ISA, "bf16")
+    a_el = BF16.to_codes(a, "a", "bf16").view(bf16_dtype())
+    c_bits = None
+    if c is not None:
+        c_bits = BF16.to_codes(np.asarray(c), "c", "bf16")
+        try:
+            fits = np.broadcast_shapes(c_bits.shape, result) == tuple(result)
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"c of shape {c_bits.shape} does not broadcast to the result shape {tuple(result)}")
+    return a_el, packed, (M, K, N, batch, result), c_bits, bool(b_transposed)
+
+
+def compute(
+    a,
+    b,
+    p: Plan,
+    *,
+    c=None,
+    beta: float = 1.0,
+    threads: int | None = None,
+    tiling: str | None = None,
+) -> np.ndarray:
+    """The bf16 result of ``a @ b`` (plus ``c``'s sum post-op) computed the way plan ``p`` says.
+
+    For callers that decide the oneDNN problem themselves (:mod:`tilegemm.torch` reads it from
+    tensor strides; :mod:`tilegemm.dask` plans the whole product and computes it block by block):
+    every output's arithmetic depends only on its row of ``a``, its column of ``b`` and the plan,
+    so ``a`` and ``b`` may be any rows and columns of the planned problem, with its K. A ``b``
+    stored transposed is packed along its rows. ``ValueError`` if K differs from the plan's.
+    """
+    beta = _check_beta(beta)
+    _check_threads("threads", threads)
+    if not isinstance(p, Plan):
+        raise TypeError(f"p must be a tilegemm.onednn.Plan, got {type(p).__name__}")
+    a_el, packed, (M, K, N, batch, result), c_bits, _ = _prepare(a, b, c if beta != 0.0 else None, False)
+    if K != p.K:
+        raise ValueError(f"the operands have K = {K}, but the plan was made for K = {p.K}")
+    if (c_bits is not None) != p.post_sum:
+        raise ValueError(f"the plan was made {'with' if p.post_sum else 'without'} a sum post-op (c), the call is not")
+    return run(a_el, packed, p, c_bits, beta, result, threads, tiling).view(bf16_dtype())
+
+
+def matmul(
+    a,
+    b,
+    *,
+    c=None,
+    beta: float = 1.0,
+    onednn_threads: int | None = None,
+    b_transposed: bool | None = None,
+    host: Host | None = None,
+    threads: int | None = None,
+    tiling: str | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """What PyTorch's bf16 ``matmul`` / ``bmm`` (with ``c``: ``addmm`` / ``baddbmm``) returns on
+    the modelled AMX host, bit for bit.
+
+    Parameters
+    ----------
+    a : array_like, (..., M, K) or (K,)
+        Rounded once to bf16 (RNE) unless already bfloat16.
+    b : array_like (..., K, N), or PackedB
+        Rounded once to bf16; or packed with :func:`tilegemm.pack` (``dtype="bf16"``).
+    c : array_like, optional
+        ``addmm``'s input: rounded to bf16 (PyTorch copies it into the bf16 result), broadcast to
+        the result, and added by oneDNN's sum post-op in float32 after the product.
+    beta : float
+        ``addmm``'s ``beta`` (the sum post-op's scale; 0 ignores ``c``).
+    onednn_threads : int, optional
+        Threads oneDNN runs with on the modelled host (``torch.get_num_threads()`` there);
+        default ``host.cores``.
+    b_transposed : bool, optional
+        B is stored transposed on the host (``x @ w.T`` of a row-major ``w``, ``F.linear``'s
+        weight). oneDNN plans transposed weights differently. Default False.
+    host : Host, optional
+        The modelled machine (default :data:`RECORDING_HOST`).
+    threads : int, optional
+        tilegemm's worker threads (never changes a bit).
+    tiling : str, optional
+        The tiling of the tile chains (never changes a bit).
+    out : numpy.ndarray, optional
+        A C-contiguous bfloat16 array of the result's shape to write into.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``ml_dtypes.bfloat16``, shaped as ``torch.matmul`` shapes it (:func:`problem_of`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tilegemm import onednn
+    >>> a = np.full((2, 64), 0.1, np.float32)
+    >>> onednn.matmul(a, np.ones((64, 3), np.float32)).astype(np.float32)
+    array([[6.40625, 6.40625, 6.40625],
+           [6.40625, 6.40625, 6.40625]], dtype=float32)
+    """
+    beta = _check_beta(beta)
+    _check_threads("onednn_threads", onednn_threads)
+    _check_threads("threads", threads)
+    a_el, packed, (M, K, N, batch, result), c_bits, bt = _prepare(a, b, c if beta != 0.0 else None, b_transposed)
+    if out is not None:
+        _check_out(out, result)
+    p = plan(
+        M, K, N, batch=batch, onednn_threads=onednn_threads, b_transposed=bt, post_sum=c_bits is not None, host=host
+    )
+    bits = run(a_el, packed, p, c_bits, beta, result, threads, tiling)
+    if out is not None:
+        out.view(np.uint16)[...] = bits
+        return out
+    return bits.view(bf16_dtype())
+
+
+def _check_out(out, result) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.shape != tuple(result):
+        raise ValueError(f"out has shape {out.shape}, but the result has shape {tuple(result)}")
+    if out.dtype != bf16_dtype():
+        raise ValueError(f"out has dtype {out.dtype}, but the onednn profile returns bfloat16")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a writeable, C-contiguous array")
+
+
+def linear(
+    x,
+    weight,
+    bias=None,
+    *,
+    onednn_threads: int | None = None,
+    host: Host | None = None,
+    threads: int | None = None,
+    tiling: str | None = None,
+) -> np.ndarray:
+    """What ``torch.nn.functional.linear(x, weight, bias)`` returns in bf16 on the modelled host.
+
+    PyTorch flattens ``x`` to ``(-1, K)`` and calls ``addmm(bias, x, weight.t())``: oneDNN sees
+    transposed weights, and the bias becomes its sum post-op (``docs/onednn.md``).
+
+    Parameters
+    ----------
+    x : array_like (..., K)
+    weight : array_like (N, K)
+    bias : array_like (N,), optional
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tilegemm import onednn
+    >>> y = onednn.linear(np.ones((4, 8)), np.ones((3, 8)), np.float32([0.5, 1, 2]))
+    >>> y.astype(np.float32)[0]
+    array([ 8.5,  9. , 10. ], dtype=float32)
+    """
+    w = np.asarray(weight)
+    if w.ndim != 2:
+        raise ValueError(f"linear: weight must be 2-D (N, K), got shape {w.shape}")
+    if bias is not None and np.ndim(bias) != 1:
+        raise ValueError(f"linear: bias must be 1-D (N,), got shape {np.shape(bias)}")
+    return matmul(
+        x,
+        w.T,
+        c=bias,
+        onednn_threads=onednn_threads,
+        b_transposed=True,
+        host=host,
+        threads=threads,
+        tiling=tiling,
+    )
+
+
+def profile_matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None, **options):
+    """``tilegemm.matmul(a, b, isa="onednn", ...)``: :func:`matmul`, with ``accumulate=True``
+    meaning ``addmm(out, a, b)`` (``out`` holds bf16 values and receives the result).
+
+    Keywords of :func:`matmul` other than ``c`` are accepted as options (``onednn_threads``,
+    ``b_transposed``, ``host``, ``beta``).
+    """
+    for name in options:
+        if name not in _OPTIONS:
+            raise TypeError(f"unexpected keyword argument {name!r} for isa='onednn' (it takes {', '.join(_OPTIONS)})")
+    if accumulate and out is None:
+        raise ValueError("accumulate=True needs out= holding the C to accumulate into")
+    c = None
+    if accumulate:
+        _check_out(out, out.shape if isinstance(out, np.ndarray) else ())
+        c = out.copy()
+    return matmul(a, b, c=c, threads=threads, tiling=tiling, out=out, **options)

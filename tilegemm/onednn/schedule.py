@@ -1,0 +1,244 @@
+"""From oneDNN's blocking to the order of operations: which tile chains, added how.
+
+:func:`plan` turns the blocking that :mod:`tilegemm.onednn.blocking` computes into what decides
+the bits of every output: the brgemm calls (each one chain of tile multiplies over a K range,
+starting from +0), the order in which their float32 results are added, the parallel-K
+reduction, and the epilogue. It follows oneDNN's execution loop (BMM = ``brgemm_matmul.cpp`` at
+commit 80afa71049):
+
+- each thread walks its K chunks in increasing order, and inside a chunk the K blocks in
+  increasing order; the first block of the thread initialises the C buffer, every later one adds
+  its tile result to it with ``vaddps`` (BMM 665-706, ``jit_brgemm_amx_uker.cpp`` 939-1004);
+- one brgemm call covers ``brgemm_batch_size`` blocks of ``K_blk`` and the tiles are zeroed at
+  its start (the C buffer is float32 and dst bf16, so ``may_load_accumulators_`` is false:
+  ``jit_brgemm_amx_uker.cpp`` 3012-3020); a K tail is one more call (BMM 741-749, 830-882);
+- with K split between threads (``nthr_k > 1`` and more than one K chunk, BMM 2284-2286), the
+  chunks are shared out by ``balance211`` (BMM 591-595); thread 0's buffer then receives every
+  other thread's buffer in thread order (BMM 1150-1157), and a post-op pass adds it to +0
+  (``skip_accumulation``, ``jit_brgemm_amx_uker.cpp`` 1449-1466);
+- the sum post-op then adds the bf16 value read back from dst (scaled when not 1), and
+  ``vcvtneps2bf16`` rounds to bf16 (``jit_brgemm_amx_uker.cpp`` 1032-1082, 1460-1575).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from .blocking import Blocking, Problem, balance211, blocking, div_up
+
+__all__ = ["Host", "Plan", "plan", "RECORDING_HOST"]
+
+#: ISA names under which oneDNN runs the AMX brgemm kernels this model follows: the names of
+#: ``dnnl_cpu_isa_t`` for Sapphire Rapids and later (v3.12 calls the family ``avx10_1_512_amx``).
+AMX_ISAS = ("avx10_1_512_amx", "avx512_core_amx", "avx10_1_512_amx_fp16", "avx512_core_amx_fp16", "avx10_2_512_amx_2")
+
+
+@dataclass(frozen=True)
+class Host:
+    """The machine whose oneDNN is modelled: what its blocking heuristics read.
+
+    The defaults come from the ``onednn`` profile (:data:`tilegemm.instructions.PROFILES`): the
+    host the recorded silicon results were measured on (a 2-core KVM guest of an AMX Xeon). The
+    machine tilegemm runs on is never consulted.
+
+    Attributes
+    ----------
+    cores:
+        Cores oneDNN sees; PyTorch's default thread count (``torch.get_num_threads()``).
+    l1d, l2, l3:
+        Per-core L1 data and L2 cache sizes, and the shared L3, in bytes (oneDNN reads them with
+        CPUID leaf 4, ``src/cpu/platform.cpp`` 250-268). The heuristics read L1 and L2; L3 is
+        recorded for completeness.
+    l2_ways, line:
+        L2 associativity and line size (CPUID leaf 4); they enter one check of the vertical
+        traversal only (``amx_blocking_heuristics.cpp`` 946-968).
+    isa:
+        oneDNN's ISA name (``ONEDNN_VERBOSE`` prints it after ``brg_matmul:``); only the AMX
+        ISAs are modelled.
+    """
+
+    cores: int = 2
+    l1d: int = 48 * 1024
+    l2: int = 2 * 1024 * 1024
+    l3: int = 480 * 1024 * 1024
+    l2_ways: int = 16
+    line: int = 64
+    isa: str = "avx10_1_512_amx"
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "isa":
+                if v not in AMX_ISAS:
+                    raise ValueError(
+                        f"isa {v!r} is not modelled: the onednn profile follows the AMX brgemm kernels "
+                        f"({', '.join(AMX_ISAS)})"
+                    )
+            elif isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"Host.{f.name} must be a positive integer, got {v!r}")
+        if self.l2 % (self.l2_ways * self.line):
+            raise ValueError(f"Host.l2 = {self.l2} is not a whole number of sets of {self.l2_ways} x {self.line} bytes")
+
+    @classmethod
+    def from_parameters(cls, parameters: Mapping[str, object]) -> Host:
+        """A host from a profile's ``parameters`` mapping."""
+        return cls(**parameters)  # type: ignore[arg-type]
+
+
+def _recording_host() -> Host:
+    from ..instructions import PROFILES
+
+    for p in PROFILES.values():
+        if p.library == "tilegemm.onednn:profile_matmul":
+            return Host.from_parameters(p.parameters)
+    raise LookupError("no profile runs tilegemm.onednn")  # pragma: no cover - the table has one
+
+
+#: The host of the recorded silicon results, the default everywhere.
+RECORDING_HOST = _recording_host()
+
+Call = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How oneDNN computes one bf16 matmul on a modelled host, in the terms that decide the bits.
+
+    Attributes
+    ----------
+    M, K, N, batch:
+        The problem as oneDNN sees it.
+    onednn_threads:
+        The thread count it was planned for.
+    b_transposed, post_sum:
+        Weights stored transposed (``ba``); a sum post-op reads dst back.
+    host:
+        The modelled machine.
+    blocking:
+        oneDNN's blocking (:class:`tilegemm.onednn.blocking.Blocking`).
+    groups:
+        One entry per thread along K, in thread order; each a tuple of brgemm calls in execution
+        order; each call a tuple of ``(k0, k1)`` ranges chained in the tiles from +0 (consecutive
+        ``K_blk`` blocks of one call). Within a group, call results are added in float32 to the C
+        buffer in order (``C = call + C``).
+    reduce:
+        True when the groups' buffers are summed by the parallel-K reduction (then added to +0).
+    """
+
+    M: int
+    K: int
+    N: int
+    batch: int
+    onednn_threads: int
+    b_transposed: bool
+    post_sum: bool
+    host: Host
+    blocking: Blocking
+    groups: tuple[tuple[Call, ...], ...]
+    reduce: bool
+    calls: int = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "calls", sum(len(g) for g in self.groups))
+
+    def chains(self) -> list[tuple[int, int]]:
+        """The K range of every call's chain (its blocks joined), in execution order."""
+        return [(call[0][0], call[-1][1]) for g in self.groups for call in g]
+
+    def describe(self) -> str:
+        """One line: the heuristic, the K blocking and the calls (``|`` between K threads)."""
+        b = self.blocking
+        kind = b.heuristic + (f" {b.traversal}" if b.traversal else "")
+        parts = []
+        for g in self.groups:
+            spans = [f"{c[0][0]}:{c[-1][1]}" for c in g]
+            if len(spans) > 6:
+                spans = spans[:3] + ["..."] + spans[-1:]
+            parts.append(" + ".join(spans))
+        return f"{kind}, nthr_k={b.nthr_k}, K_blk={b.K_blk}: " + " | ".join(parts)
+
+    def __str__(self) -> str:
+        return (
+            f"oneDNN plan for {self.batch} x {self.M} x {self.K} x {self.N} on {self.onednn_threads} thread(s): "
+            + self.describe()
+        )
+
+
+def _check_dim(name: str, v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    return v
+
+
+def plan(
+    M: int,
+    K: int,
+    N: int,
+    *,
+    batch: int = 1,
+    onednn_threads: int | None = None,
+    b_transposed: bool = False,
+    post_sum: bool = False,
+    host: Host | None = None,
+) -> Plan:
+    """oneDNN's computation of ``dst (batch, M, N) = src (batch, M, K) @ weights (batch, K, N)``.
+
+    Parameters
+    ----------
+    M, K, N, batch : int
+        The problem oneDNN receives (a 2-D problem has batch 1).
+    onednn_threads : int, optional
+        Threads oneDNN runs with on the modelled host (PyTorch's ``torch.get_num_threads()``
+        there); default ``host.cores``.
+    b_transposed : bool
+        The weights are stored transposed (``F.linear``'s ``weight.t()``, ``x @ w.T``).
+    post_sum : bool
+        dst is read back and added (``linear``'s bias, ``addmm``'s input).
+    host : Host, optional
+        The modelled machine (default :data:`RECORDING_HOST`).
+
+    Examples
+    --------
+    >>> from tilegemm import onednn
+    >>> print(onednn.plan(32, 11008, 4096, onednn_threads=1).describe())
+    macro horizontal, nthr_k=1, K_blk=480: 0:480 + 480:960 + 960:1440 + ... + 10560:11008
+    """
+    host = RECORDING_HOST if host is None else host
+    if not isinstance(host, Host):
+        raise TypeError(f"host must be a tilegemm.onednn.Host, got {type(host).__name__}")
+    threads = host.cores if onednn_threads is None else onednn_threads
+    for name, v in (("M", M), ("K", K), ("N", N), ("batch", batch), ("onednn_threads", threads)):
+        _check_dim(name, v)
+    problem = Problem(
+        M, K, N, batch, threads, bool(b_transposed), bool(post_sum), host.l1d, host.l2, host.l2_ways, host.line
+    )
+    b = blocking(problem)
+    K_blk, bs, kcs = b.K_blk, b.brgemm_batch_size, b.K_chunk_size
+    # UTL 2043-2069 (init_aux_values) and BMM 1561
+    K_chunks = div_up(K, K_blk * kcs * bs)
+    num_K_blocks = div_up(K, K_blk * bs)
+    K_chunk_tail = num_K_blocks % kcs
+    # BMM 1727-1739: threads along K, and whether the parallel reduction runs (BMM 2284-2286)
+    nthr_k = b.nthr_k if 0 < b.nthr_k <= b.nthr else 1
+    parallel_reduction = nthr_k > 1 and K_chunks > 1
+    groups = []
+    for ithr_k in range(nthr_k if parallel_reduction else 1):
+        if ithr_k >= K_chunks:  # BMM 2289-2293: this thread has no K chunk
+            continue
+        kc_start, kc_end = balance211(K_chunks, nthr_k, ithr_k) if parallel_reduction else (0, K_chunks)
+        calls: list[Call] = []
+        for kc in range(kc_start, kc_end):
+            tail = kc == K_chunks - 1 and K_chunk_tail > 0
+            kb_start = kc * kcs
+            for kb in range(kb_start, kb_start + (K_chunk_tail if tail else kcs)):
+                k0 = kb * K_blk * bs
+                gemm_batch = bs if kb != num_K_blocks - 1 else min(bs, (K - k0) // K_blk)
+                call = tuple((k0 + i * K_blk, k0 + (i + 1) * K_blk) for i in range(gemm_batch))
+                if call:
+                    calls.append(call)
+                end = k0 + gemm_batch * K_blk
+                if kb == num_K_blocks - 1 and end < K:
+                    calls.append(((end, K),))  # the K tail: its own call, from +0
+        groups.append(tuple(calls))
+    return Plan(M, K, N, batch, threads, bool(b_transposed), bool(post_sum), host, b, tuple(groups), parallel_reduction)

@@ -1,0 +1,539 @@
+"""Run a PyTorch model's bf16 matrix products as an AMX server computes them, on any CPU.
+
+``with tilegemm.torch.emulate():`` is a ``torch.overrides.TorchFunctionMode``. Inside it, the
+bf16 CPU calls of ``torch.matmul`` (and ``Tensor.matmul``, ``@``), ``torch.mm``, ``torch.bmm``,
+``torch.addmm``, ``torch.baddbmm`` and ``torch.nn.functional.linear`` (so ``nn.Linear``) return
+the bits that PyTorch returns on the modelled AMX host (``tilegemm.onednn``, ``docs/onednn.md``).
+Each call is taken apart exactly as PyTorch's C++ takes it apart on its way to oneDNN (the
+folding of ``matmul``, ``linear``'s ``addmm``, the strides that decide whether oneDNN sees a
+transposed weight), and the resulting oneDNN problem is planned and computed by
+:mod:`tilegemm.onednn`.
+
+Anything else runs in PyTorch unchanged. Matrix products the mode does not emulate (other
+dtypes, ``alpha != 1``, a transposed source, ``out=``, convolutions, ``einsum``, attention
+kernels ...) are recorded in :attr:`emulate.skipped`; with ``strict=True`` they raise
+:class:`NotEmulated` instead.
+
+Autograd: the forward values are emulated; the backward is PyTorch's own on this CPU. When an
+input needs a gradient, the call also runs in PyTorch to build its autograd graph, and the
+emulated values replace its output's values (the gradient flows into PyTorch's graph unchanged),
+so gradients are exactly those plain PyTorch computes from the same inputs and upstream gradient.
+
+Needs PyTorch (``pip install "tilegemm[torch]"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+try:
+    import torch
+    from torch.overrides import TorchFunctionMode
+except ImportError as e:  # pragma: no cover - exercised only without torch
+    raise ImportError('tilegemm.torch needs PyTorch: pip install "tilegemm[torch]"') from e
+
+from . import instructions
+from . import onednn as _onednn
+from .formats import bf16_dtype
+
+__all__ = ["emulate", "NotEmulated", "Call", "to_numpy", "from_numpy"]
+
+
+class NotEmulated(RuntimeError):
+    """A matrix product that ``emulate(strict=True)`` cannot emulate (the message says why)."""
+
+
+class _Uncovered(Exception):
+    """Internal: this call is not emulated, for the reason in the message."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One matrix product seen by the mode.
+
+    Attributes
+    ----------
+    function:
+        The PyTorch function called (``"linear"``, ``"matmul"`` ...).
+    problem:
+        What oneDNN computes for it (``"mm 32x4096x4096, weights ba, sum post-op"``), or the
+        call's shapes when it was not emulated.
+    plan:
+        The oneDNN plan (:class:`tilegemm.onednn.Plan`); None when not emulated.
+    reason:
+        Why it was not emulated (None when it was).
+    """
+
+    function: str
+    problem: str
+    plan: _onednn.Plan | None = None
+    reason: str | None = None
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A bf16 tensor as an ``ml_dtypes.bfloat16`` array (a view: same memory, same strides)."""
+    return t.detach().view(torch.int16).numpy().view(bf16_dtype())
+
+
+def from_numpy(bits: np.ndarray) -> torch.Tensor:
+    """uint16 bf16 bit patterns (or an ml_dtypes.bfloat16 array) as a bf16 tensor."""
+    return torch.from_numpy(np.ascontiguousarray(bits).view(np.int16)).view(torch.bfloat16)
+
+
+def _shape(t) -> str:
+    return "x".join(map(str, t.shape)) if isinstance(t, torch.Tensor) else type(t).__name__
+
+
+class _ReplaceValues(torch.autograd.Function):
+    """Forward: the emulated values; backward: the gradient flows into PyTorch's own graph."""
+
+    @staticmethod
+    def forward(ctx, reference, emulated):
+        return emulated
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+# -- how PyTorch hands a product to oneDNN ---------------------------------------------------
+
+
+def _mm_layout(m1: torch.Tensor, m2: torch.Tensor) -> tuple[int, int, bool, bool]:
+    """oneDNN's (M, N, src transposed, weights transposed) for ``mm(m1, m2)`` into a fresh result.
+
+    ``addmm_impl_cpu_`` (aten/src/ATen/native/LinearAlgebra.cpp) first decides whether to compute
+    ``C`` or ``C^T`` from the result's strides, then whether each operand is used as it is, as a
+    transpose, or copied contiguous; ``mkldnn_gemm`` (aten/src/ATen/native/mkldnn/Matmul.cpp)
+    then hands oneDNN ``C^T = B^T A^T``: src is the second BLAS operand, the weights the first.
+    """
+    M, K = m1.shape
+    N = m2.shape[1]
+    res_strides = torch.empty((M, N), device="meta").stride()
+    if res_strides[0] == 1 and (N == 1 or res_strides[1] >= max(1, M)):
+        tc = False
+    elif res_strides[1] == 1 and (M == 1 or res_strides[0] >= max(1, N)):
+        tc = True
+        m1, m2 = m2, m1
+    else:  # pragma: no cover - a fresh result is always one of the two
+        tc = False
+    m = N if tc else M
+    n = M if tc else N
+    k = K
+    s1, s2 = m1.stride(), m2.stride()
+    i, o = (1, 0) if tc else (0, 1)
+    if s1[i] == 1 and s1[o] >= max(1, m):
+        transpose_a = False
+    elif s1[o] == 1 and s1[i] >= max(1, k):
+        transpose_a = True
+    else:
+        transpose_a = not tc  # cloned contiguous
+    if s2[i] == 1 and s2[o] >= max(1, k):
+        transpose_b = False
+    elif s2[o] == 1 and s2[i] >= max(1, n):
+        transpose_b = True
+    else:
+        transpose_b = not tc
+    # mkldnn_gemm: src = b (n x k, transposed if transb), weights = a (k x m, transposed if transa)
+    return n, m, transpose_b, transpose_a
+
+
+def _bmm_format(t: torch.Tensor) -> str:
+    """``is_mkldnn_optimized_format`` of mkldnn_matmul: ``"plain"``, ``"transposed"`` (the last two
+    dimensions swapped, batch outermost), or ``"plain"`` after PyTorch's ``.contiguous()``."""
+    if t.is_contiguous():
+        return "plain"
+    s, z = t.stride(), t.shape
+    if s[0] == z[1] * z[2] and s[1] == 1 and s[2] == z[1]:
+        return "transposed"
+    return "plain"
+
+
+class emulate(TorchFunctionMode):
+    """Emulate bf16 matrix products of PyTorch on an AMX server, inside a ``with`` block.
+
+    Parameters
+    ----------
+    isa : str
+        A library profile of :data:`tilegemm.instructions.PROFILES` (``"onednn"``).
+    strict : bool
+        Raise :class:`NotEmulated` for a matrix product the mode cannot emulate, instead of
+        running it in PyTorch and recording it in :attr:`skipped`.
+    onednn_threads : int, optional
+        Threads PyTorch runs with on the modelled host (``torch.get_num_threads()`` there); the
+        default is the host's cores. Not this machine's setting: it changes the bits.
+    host : tilegemm.onednn.Host, optional
+        The modelled machine (default: the recording host).
+    threads, tiling : optional
+        tilegemm's own worker threads and tiling (they never change a bit).
+
+    Attributes
+    ----------
+    calls : list of Call
+        The products emulated, in order.
+    skipped : list of Call
+        The products run in PyTorch instead, with the reason.
+
+    Examples
+    --------
+    >>> import torch, tilegemm.torch
+    >>> x = torch.ones(4, 64, dtype=torch.bfloat16)
+    >>> layer = torch.nn.Linear(64, 8, dtype=torch.bfloat16)
+    >>> with tilegemm.torch.emulate() as mode:
+    ...     y = layer(x)
+    >>> y.dtype, tuple(y.shape), mode.calls[0].problem
+    (torch.bfloat16, (4, 8), 'mm 4x64x8, weights ba, sum post-op')
+    """
+
+    def __init__(
+        self,
+        isa: str = "onednn",
+        *,
+        strict: bool = False,
+        onednn_threads: int | None = None,
+        host: _onednn.Host | None = None,
+        threads: int | None = None,
+        tiling: str | None = None,
+    ):
+        super().__init__()
+        prof = instructions.profile(isa)
+        if prof.library is None:
+            libs = ", ".join(p.name for p in instructions.PROFILES.values() if p.library is not None)
+            raise ValueError(f"emulate() runs library profiles ({libs}); isa={isa!r} is one instruction sequence")
+        if onednn_threads is not None and (
+            isinstance(onednn_threads, bool) or not isinstance(onednn_threads, int) or onednn_threads < 1
+        ):
+            raise ValueError(f"onednn_threads must be a positive integer or None, got {onednn_threads!r}")
+        if host is not None and not isinstance(host, _onednn.Host):
+            raise TypeError(f"host must be a tilegemm.onednn.Host, got {type(host).__name__}")
+        self.isa = prof.name
+        self.strict = bool(strict)
+        self.onednn_threads = onednn_threads
+        self.host = host
+        self.threads = threads
+        self.tiling = tiling
+        self.calls: list[Call] = []
+        self.skipped: list[Call] = []
+        self._handlers = _handlers()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        entry = self._handlers.get(func)
+        if entry is None:
+            name = _PRODUCTS.get(func)
+            if name is None:
+                return func(*args, **kwargs)
+            return self._skip(func, name, args, kwargs, "the onednn profile does not model this function")
+        name, handler = entry
+        try:
+            out = handler(self, *args, **kwargs)
+        except _Uncovered as e:
+            return self._skip(func, name, args, kwargs, str(e))
+        if _needs_grad(args, kwargs):
+            reference = func(*args, **kwargs)
+            out = _ReplaceValues.apply(reference, out)
+        return out
+
+    def _skip(self, func, name, args, kwargs, reason):
+        shapes = ", ".join(_shape(a) for a in args if isinstance(a, torch.Tensor))
+        dtypes = ", ".join(sorted({str(a.dtype) for a in args if isinstance(a, torch.Tensor)}))
+        call = Call(name, f"{name}({shapes}) {dtypes}", None, reason)
+        if self.strict:
+            raise NotEmulated(f"{call.problem}: {reason}")
+        self.skipped.append(call)
+        return func(*args, **kwargs)
+
+    # -- the products, as oneDNN receives them ------------------------------------------------
+
+    def _plan(self, M, K, N, batch, b_transposed, post_sum):
+        return _onednn.plan(
+            M,
+            K,
+            N,
+            batch=batch,
+            onednn_threads=self.onednn_threads,
+            b_transposed=b_transposed,
+            post_sum=post_sum,
+            host=self.host,
+        )
+
+    def _record(self, name, kind, M, K, N, batch, b_transposed, post_sum, p):
+        dims = f"{M}x{K}x{N}" if kind == "mm" else f"{batch}x{M}x{K}x{N}"
+        extra = (", weights ba" if b_transposed else "") + (", sum post-op" if post_sum else "")
+        self.calls.append(Call(name, f"{kind} {dims}{extra}", p))
+
+    def _mm(self, name, a, b, c=None, beta=1.0):
+        """``addmm(c, a, b, beta)`` (``mm`` without c) of 2-D bf16 tensors, as a fresh tensor."""
+        M, K = a.shape
+        N = b.shape[1]
+        if K == 0 or M == 0 or N == 0:
+            raise _Uncovered("an empty product")
+        Mo, No, src_t, wei_t = _mm_layout(a, b)
+        if src_t and Mo != 1:
+            raise _Uncovered("oneDNN would see a transposed source (A stored column-major), which is not modelled")
+        post_sum = c is not None and beta != 0
+        p = self._plan(Mo, K, No, 1, wei_t, post_sum)
+        self._record(name, "mm", Mo, K, No, 1, wei_t, post_sum, p)
+        c_np = None
+        if post_sum:
+            c_np = to_numpy(c.expand(M, N))
+        out = _onednn.compute(to_numpy(a), to_numpy(b), p, c=c_np, beta=beta, threads=self.threads, tiling=self.tiling)
+        return from_numpy(out)
+
+    def _bmm(self, name, a, b, c=None, beta=1.0):
+        """``baddbmm(c, a, b, beta)`` (``bmm`` without c) of 3-D bf16 tensors."""
+        B, M, K = a.shape
+        N = b.shape[2]
+        if min(B, M, K, N) == 0:
+            raise _Uncovered("an empty product")
+        if _bmm_format(a) == "transposed" and M != 1:
+            raise _Uncovered("oneDNN would see a transposed source (A stored column-major), which is not modelled")
+        wei_t = _bmm_format(b) == "transposed"
+        post_sum = c is not None and beta != 0
+        p = self._plan(M, K, N, B, wei_t, post_sum)
+        self._record(name, "bmm", M, K, N, B, wei_t, post_sum, p)
+        c_np = to_numpy(c.expand(B, M, N)) if post_sum else None
+        out = _onednn.compute(to_numpy(a), to_numpy(b), p, c=c_np, beta=beta, threads=self.threads, tiling=self.tiling)
+        return from_numpy(out)
+
+    def _matmul(self, name, t1, t2):
+        """``torch.matmul``, as ``_matmul_impl`` (LinearAlgebra.cpp) takes it apart."""
+        d1, d2 = t1.dim(), t2.dim()
+        if d1 == 0 or d2 == 0:
+            raise _Uncovered("0-d operands")
+        if d2 == 1:
+            raise _Uncovered("a matrix-vector product (mv/dot), which the onednn profile does not model")
+        if d1 == 1 and d2 == 2:
+            return self._mm(name, t1.unsqueeze(0), t2).squeeze_(0)
+        if d1 == 2 and d2 == 2:
+            return self._mm(name, t1, t2)
+        if _should_fold(t1, t2):
+            transpose = d2 > d1
+            f1 = t2.mT if transpose else t1
+            f2 = (t1.t() if d1 == 2 else t1) if transpose else t2
+            if f2.dim() != 2:
+                raise _Uncovered("a matrix-vector product (mv), which the onednn profile does not model")
+            shape = tuple(f1.shape[:-1]) + (f2.shape[1],)
+            folded = f1.reshape(-1, f1.shape[-1])
+            out = self._mm(name, folded, f2).view(shape)
+            return out.mT.contiguous() if transpose else out
+        # bmm over the broadcast batch
+        if d1 == 3 and d2 == 3 and t1.shape[0] != t2.shape[0]:
+            if t1.shape[0] == 1 and t1.requires_grad:
+                return self._matmul(name, t1.squeeze(0), t2)
+            if t2.shape[0] == 1 and t2.requires_grad:
+                return self._matmul(name, t1, t2.squeeze(0))
+        n = t1.shape[-2] if d1 > 1 else 1
+        m1 = t1.shape[-1]
+        p = t2.shape[-1]
+        batch = torch.broadcast_shapes(t1.shape[: max(d1 - 2, 0)], t2.shape[: max(d2 - 2, 0)])
+        nb = int(np.prod(batch, dtype=np.int64))
+        e1 = t1.expand(tuple(batch) + (n, m1)).reshape(nb, n, m1)
+        e2 = t2.expand(tuple(batch) + (t2.shape[-2], p)).reshape(nb, t2.shape[-2], p)
+        out = self._bmm(name, e1, e2)
+        shape = tuple(batch) + ((n,) if d1 > 1 else ()) + (p,)
+        return out.view(shape)
+
+    def _linear(self, name, x, weight, bias=None):
+        """``F.linear`` (aten/src/ATen/native/Linear.cpp)."""
+        if x.dim() == 0 or weight.dim() not in (1, 2):
+            raise _Uncovered("0-d input or a weight of more than two dimensions")
+        if weight.dim() == 1:
+            raise _Uncovered("a 1-D weight (a matrix-vector product)")
+        if x.dim() == 2 and bias is not None:
+            return self._mm(name, x, weight.t(), bias, 1.0)
+        fusable = bias is not None and (bias.dim() == 1 or bias.squeeze().dim() == 1) and bias.is_contiguous()
+        if fusable and x.is_contiguous():
+            rows = x.reshape(-1, x.shape[-1])
+            out = self._mm(name, rows, weight.t(), bias, 1.0)
+            return out.view(tuple(x.shape[:-1]) + (weight.shape[0],))
+        out = self._matmul(name, x, weight.t())
+        if bias is not None:
+            out.add_(bias)  # bf16 + bf16 in PyTorch: one rounding, the same on every CPU
+        return out
+
+
+def _should_fold(t1: torch.Tensor, t2: torch.Tensor) -> bool:
+    """``should_fold`` (LinearAlgebra.cpp): fold an N-D @ 2-D (or 2-D @ N-D) product into one mm."""
+    larger = t1.dim() >= t2.dim()
+    f1 = t1 if larger else t2.mT
+    dim_small = t2.dim() if larger else t1.dim()
+    if not (f1.dim() >= 3 and dim_small <= 2):
+        return False
+    if (t2 if larger else t1).requires_grad:
+        return True
+    if t1.dim() == 2:
+        return False
+    if f1.numel() == 0:
+        return True
+    sizes, strides = f1.shape, f1.stride()
+    return all(strides[i] == strides[i + 1] * sizes[i + 1] for i in range(f1.dim() - 2))
+
+
+def _needs_grad(args, kwargs) -> bool:
+    if not torch.is_grad_enabled():
+        return False
+    vals = list(args) + list(kwargs.values())
+    return any(isinstance(v, torch.Tensor) and v.requires_grad for v in vals)
+
+
+def _is_bf16_cpu(*ts) -> None:
+    for t in ts:
+        if t is None:
+            continue
+        if type(t) not in (torch.Tensor, torch.nn.Parameter):
+            raise _Uncovered(f"an operand of type {type(t).__name__}")
+        if t.dtype != torch.bfloat16:
+            raise _Uncovered(f"dtype {t.dtype}: the onednn profile models bf16 products")
+        if t.device.type != "cpu" or t.layout != torch.strided:
+            raise _Uncovered(f"a {t.device.type} / {t.layout} tensor")
+        if t.is_conj() or t.is_neg():
+            raise _Uncovered("a lazily conjugated or negated tensor")
+
+
+def _scalar(v, name) -> float:
+    if isinstance(v, torch.Tensor):
+        raise _Uncovered(f"{name} given as a tensor")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise _Uncovered(f"{name}={v!r}") from None
+
+
+def _h_mm(mode, a, b, *, out=None):
+    if out is not None:
+        raise _Uncovered("out=")
+    _is_bf16_cpu(a, b)
+    if a.dim() != 2 or b.dim() != 2:
+        raise _Uncovered("mm of operands that are not 2-D")
+    return mode._mm("mm", a, b)
+
+
+def _h_bmm(mode, a, b, *, out=None):
+    if out is not None:
+        raise _Uncovered("out=")
+    _is_bf16_cpu(a, b)
+    if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]:
+        raise _Uncovered("bmm of operands that are not 3-D with one batch")
+    return mode._bmm("bmm", a, b)
+
+
+def _h_addmm(mode, c, a, b, *, beta=1, alpha=1, out=None):
+    if out is not None:
+        raise _Uncovered("out=")
+    _is_bf16_cpu(c, a, b)
+    beta, alpha = _scalar(beta, "beta"), _scalar(alpha, "alpha")
+    if alpha != 1.0:
+        raise _Uncovered(f"alpha={alpha} (oneDNN's output scale is not modelled)")
+    if a.dim() != 2 or b.dim() != 2:
+        raise _Uncovered("addmm of operands that are not 2-D")
+    try:
+        torch.broadcast_shapes(c.shape, (a.shape[0], b.shape[1]))
+    except RuntimeError:
+        raise _Uncovered("an input that does not broadcast to the result") from None
+    return mode._mm("addmm", a, b, c, beta)
+
+
+def _h_baddbmm(mode, c, a, b, *, beta=1, alpha=1, out=None):
+    if out is not None:
+        raise _Uncovered("out=")
+    _is_bf16_cpu(c, a, b)
+    beta, alpha = _scalar(beta, "beta"), _scalar(alpha, "alpha")
+    if alpha != 1.0:
+        raise _Uncovered(f"alpha={alpha} (oneDNN's output scale is not modelled)")
+    if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0]:
+        raise _Uncovered("baddbmm of operands that are not 3-D with one batch")
+    return mode._bmm("baddbmm", a, b, c, beta)
+
+
+def _h_matmul(mode, a, b, *, out=None):
+    if out is not None:
+        raise _Uncovered("out=")
+    _is_bf16_cpu(a, b)
+    return mode._matmul("matmul", a, b)
+
+
+def _h_rmatmul(mode, b, a):
+    _is_bf16_cpu(a, b)
+    return mode._matmul("matmul", a, b)
+
+
+def _h_linear(mode, x, weight, bias=None):
+    _is_bf16_cpu(x, weight, bias)
+    return mode._linear("linear", x, weight, bias)
+
+
+def _handlers() -> dict:
+    """PyTorch function -> (name, handler) for the products the mode emulates."""
+    import torch.nn.functional as F
+
+    table = {}
+    for funcs, name, h in (
+        ((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), "matmul", _h_matmul),
+        ((torch.Tensor.__rmatmul__,), "matmul", _h_rmatmul),
+        ((torch.mm, torch.Tensor.mm), "mm", _h_mm),
+        ((torch.bmm, torch.Tensor.bmm), "bmm", _h_bmm),
+        ((torch.addmm, torch.Tensor.addmm), "addmm", _h_addmm),
+        ((torch.baddbmm, torch.Tensor.baddbmm), "baddbmm", _h_baddbmm),
+        ((F.linear,), "linear", _h_linear),
+    ):
+        for f in funcs:
+            table[f] = (name, h)
+    return table
+
+
+def _product_names() -> dict:
+    """Other matrix products: not emulated, listed (strict: an error)."""
+    import torch.nn.functional as F
+
+    names = {}
+    candidates = [
+        (
+            torch,
+            [
+                "addmv",
+                "addr",
+                "addbmm",
+                "mv",
+                "dot",
+                "vdot",
+                "inner",
+                "einsum",
+                "tensordot",
+                "chain_matmul",
+                "conv1d",
+                "conv2d",
+                "conv3d",
+                "conv_transpose1d",
+                "conv_transpose2d",
+                "conv_transpose3d",
+            ],
+        ),
+        (torch.Tensor, ["addmv", "addmv_", "addbmm", "addbmm_", "addmm_", "baddbmm_", "mv", "dot", "vdot", "inner"]),
+        (torch.linalg, ["matmul", "multi_dot", "vecdot"]),
+        (
+            F,
+            [
+                "bilinear",
+                "conv1d",
+                "conv2d",
+                "conv3d",
+                "conv_transpose1d",
+                "conv_transpose2d",
+                "conv_transpose3d",
+                "scaled_dot_product_attention",
+                "multi_head_attention_forward",
+            ],
+        ),
+    ]
+    for owner, attrs in candidates:
+        for a in attrs:
+            f = getattr(owner, a, None)
+            if f is not None:
+                names[f] = a
+    return names
+
+
+_PRODUCTS = _product_names()

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import silicon
 from conftest import assert_bits
-from tilegemm.kernels import onednn as epi
 
 import tilegemm
 from tilegemm import onednn
 from tilegemm.formats import bf16_dtype
+from tilegemm.kernels import onednn as epi
 from tilegemm.reference import onednn as ref
 
 BF = bf16_dtype()

@@ -167,7 +167,9 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
     """
     prof, name, instr = _resolve(dtype, isa, b)
     if prof.library is not None:  # a library's whole call, e.g. isa="onednn" (docs/onednn.md)
-        return prof.library_fn(a, b, name, tiling, out=out, accumulate=accumulate, threads=threads, **switches)
+        library = prof.library_fn
+        assert library is not None
+        return library(a, b, name, tiling, out=out, accumulate=accumulate, threads=threads, **switches)
     options = instr.options(switches, name)
     tiling = "2x2" if tiling is None else tiling
     if tiling != "auto":

@@ -574,7 +574,7 @@ def torch_mode(shapes=TORCH_MODE_SHAPES, repeats=5, threads=None, report=print) 
         row = {
             "what": what,
             "shape": f"{batch} x {m} x {k} x {n}" if batch > 1 else f"{m} x {k} x {n}",
-            "plan": mode.calls[-1].plan.describe(),
+            "plan": getattr(mode.calls[-1].plan, "describe", lambda: "")(),
             "bare_ms": t_bare * 1e3,
             "emulate_over_bare": over,
             "onednn_over_bare": lib,

@@ -167,12 +167,14 @@ def run(
                     r = _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA)
                 else:
                     _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA, out=r, accumulate=True)
+            assert r is not None  # every call has at least one block
             rb = _bits(r)
             buf = rb if buf is None else vaddps(rb, buf, out=buf)  # C = call + C (vaddps)
         if acc is None:
             acc = buf
         else:
             vaddps(acc, buf, out=acc)  # the parallel-K reduction: buf0 += buf_r
+    assert acc is not None  # every plan has at least one group
     if p.reduce:
         vaddps(np.uint32(0), acc, out=acc)  # the post-op pass after the reduction: 0 + C
     acc = acc.reshape(result_shape)

@@ -1078,24 +1078,24 @@ def blocking(p: Problem) -> Blocking:
                 score=float(best.efficiency_score_),
             )
     _amx_fallback_init(c)
-    best = _Micro.find_best_blocking(c)
-    if best.efficiency_score_ == 0:  # VCONDCHECK_BG(... VERBOSE_BLOCKING_FAIL)
+    micro = _Micro.find_best_blocking(c)
+    if micro.efficiency_score_ == 0:  # VCONDCHECK_BG(... VERBOSE_BLOCKING_FAIL)
         raise RuntimeError(f"oneDNN finds no blocking for {p} (it would refuse the problem)")
     return Blocking(
         heuristic="micro",
         traversal=None,
-        nthr=best.nthr_,
-        nthr_k=best.nthr_k_,
+        nthr=micro.nthr_,
+        nthr_k=micro.nthr_k_,
         nthr_m=1,
         nthr_n=1,
         nthr_b=1,
-        K_blk=best.k_blk_,
-        K_chunk_size=best.k_chunk_size_,
-        brgemm_batch_size=best.brgemm_batch_size_,
-        M_blk=best.m_blk_,
-        N_blk=best.n_blk_,
-        use_buffer_c=best.need_buf_c_,
-        use_buffer_a=best.need_buf_a_,
-        extendable_k=best.extendable_k_,
-        score=float(best.efficiency_score_),
+        K_blk=micro.k_blk_,
+        K_chunk_size=micro.k_chunk_size_,
+        brgemm_batch_size=micro.brgemm_batch_size_,
+        M_blk=micro.m_blk_,
+        N_blk=micro.n_blk_,
+        use_buffer_c=micro.need_buf_c_,
+        use_buffer_a=micro.need_buf_a_,
+        extendable_k=micro.extendable_k_,
+        score=float(micro.efficiency_score_),
     )

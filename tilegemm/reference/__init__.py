@@ -51,7 +51,9 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
     """
     prof, name, instr = instructions.resolve(isa, dtype)
     if prof.library_reference is not None:  # a library's whole call (isa="onednn")
-        return prof.library_reference_fn(a, b, name, c=c, **switches)
+        library = prof.library_reference_fn
+        assert library is not None
+        return library(a, b, name, c=c, **switches)
     options = instr.options(switches, name)
     A = instr.a.to_codes(a, "a", name)
     B = instr.b.to_codes(b, "b", name)

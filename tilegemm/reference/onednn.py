@@ -120,7 +120,7 @@ def compute(a, b, p: Plan, *, c=None, beta: float = 1.0) -> np.ndarray:
         if p.reduce:
             acc = vaddps(np.float32(0), acc)  # the post-op pass after the reduction
         out[i] = acc
-    out = out.reshape(result_shape)
+    out = out.reshape(result_shape)  # type: ignore[assignment]
     if c is not None:
         dst = BF16.decode(BF16.to_codes(np.asarray(c), "c", "bf16"))  # the bf16 value read back
         dst = np.broadcast_to(dst, result_shape)

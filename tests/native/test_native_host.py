@@ -10,8 +10,10 @@ import errno
 
 import pytest
 
+from tilegemm import instructions, native
 from tilegemm.native import host as H
 
+I = instructions.INSTRUCTIONS
 HOST = H.this_host()
 HAS_AMX = "amx_tile" in HOST.flags
 
@@ -39,6 +41,15 @@ def test_host_is_read_from_proc_cpuinfo():
         model, flags = H.parse_cpuinfo(f.read())
     assert HOST.flags == flags and HOST.model == model
     assert HOST.lacks(("fpu", "no_such_flag", "amx_tile")) == ("no_such_flag",) + (() if HAS_AMX else ("amx_tile",))
+
+
+def test_what_each_instruction_needs():
+    assert native.needs(I["TDPBF16PS"]) == ("amx_tile", "amx_bf16")
+    assert native.needs(I["TDPFP16PS"]) == ("amx_tile", "amx_fp16")
+    assert all(native.needs(I[m]) == ("amx_tile", "amx_int8") for m in ("TDPBSSD", "TDPBSUD", "TDPBUSD", "TDPBUUD"))
+    assert native.needs(I["VDPBF16PS"]) == ("avx512_bf16",)
+    for instr in I.values():
+        assert native.lacks(instr) == HOST.lacks(native.needs(instr))
 
 
 def test_permission_answer_matches_the_cpu():
@@ -79,3 +90,18 @@ def test_permission_message_names_errno_and_offer(monkeypatch, offer, words):
     ):
         H.request_tile_permission()
     assert calls == [H.ARCH_REQ_XCOMP_PERM, H.ARCH_GET_XCOMP_SUPP]
+
+
+def test_require_names_what_is_missing():
+    for instr in I.values():
+        missing = native.lacks(instr)
+        if missing:
+            with pytest.raises(native.NativeUnavailable) as info:
+                native.require(instr)
+            assert info.value.missing == missing
+            assert f"cannot run {instr.mnemonic} here: this CPU ({HOST.model}) lacks {', '.join(missing)}" in str(
+                info.value
+            )
+            assert not native.usable(instr)
+    if not HAS_AMX:
+        assert native.lacks(I["TDPBF16PS"]) == ("amx_tile", "amx_bf16")

@@ -65,3 +65,5 @@ def test_amx_native_is_refused_on_a_cpu_without_amx():
         tilegemm.matmul(np.ones((2, 2)), np.ones((2, 2)), backend="native")
     assert "amx_tile" in info.value.missing and "amx_bf16" in info.value.missing
     assert "use backend='emulated' (the default) or 'auto'" in str(info.value)
+    with pytest.raises(native.NativeUnavailable, match="TileUnit"):
+        tilegemm.amx.TileUnit(native=True)

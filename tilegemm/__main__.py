@@ -2,7 +2,8 @@
 
 Verbs: ``demo`` (every dtype and tiling, checked against the reference, with speed and the share
 of outputs a float32 ``numpy.matmul`` gets wrong); ``bench`` (the seed's benchmark sweep against
-numpy and torch baselines, or ``--targets``: the performance targets as measured ratios).
+numpy and torch baselines, or ``--targets``: the performance targets as measured ratios);
+``selfcheck`` (every instruction this CPU has, natively against the emulation); ``ir``; ``model``.
 """
 
 from __future__ import annotations
@@ -112,7 +113,13 @@ def main(argv=None) -> int:
     ir.add_argument("--cpu", default=None, help="compile for this target instead of the host")
     ir.add_argument("--amx", action="store_true", help="print the seed's loop as Granite Rapids AMX code")
     ir.add_argument("--out", default=None, help="write kernel.ll, kernel.s (and amx.ll, amx.s) here")
+    sc = sub.add_parser("selfcheck", help="this CPU's own instructions against the emulation, bit for bit")
+    sc.add_argument("--quick", action="store_true", help="10^5 outputs per instruction instead of 10^6")
     args = parser.parse_args(argv)
+    if args.verb == "selfcheck":
+        from .native import selfcheck
+
+        return selfcheck.main(args.quick)
     if args.verb == "ir":
         return _ir(args)
     if args.verb == "model":

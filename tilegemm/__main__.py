@@ -98,6 +98,9 @@ def main(argv=None) -> int:
     bn.add_argument("--out", default="bench-results", help="folder for bench.json, bench.csv, bench.png")
     bn.add_argument("--tilings", nargs="+", default=["1x1", "2x2"], help="tilegemm tilings (default: the seed's)")
     bn.add_argument("--targets", action="store_true", help="measure the performance targets instead")
+    bn.add_argument(
+        "--native", action="store_true", help="the seed's sweep on this CPU's AMX: 1x1 vs 2x2, to 8192, TFLOP/s"
+    )
     md = sub.add_parser("model", help="bytes loaded per MAC for the ACE excerpt's strategies and every tiling")
     md.add_argument("--m", type=int, default=32768)
     md.add_argument("--n", type=int, default=32768)

@@ -92,6 +92,12 @@ def test_permission_message_names_errno_and_offer(monkeypatch, offer, words):
     assert calls == [H.ARCH_REQ_XCOMP_PERM, H.ARCH_GET_XCOMP_SUPP]
 
 
+def test_permission_refused_for_a_small_signal_stack(monkeypatch):
+    monkeypatch.setattr(H, "_arch_prctl", lambda option, arg: (-1, errno.ENOSPC))
+    with pytest.raises(H.NativeUnavailable, match=r"ENOSPC .*alternate signal stack is too small .*bpo-46968"):
+        H.request_tile_permission()
+
+
 def test_require_names_what_is_missing():
     for instr in I.values():
         missing = native.lacks(instr)

@@ -67,6 +67,30 @@ def test_matches_emulation(M, K, N, threads):
     assert_bits(out, ref, "native VDPBF16PS, accumulate")
 
 
+def test_the_callers_mxcsr_changes_nothing():
+    """VDPBF16PS applies DAZ/FTZ and RNE whatever MXCSR holds (SDM); run on this thread with
+    MXCSR's FTZ, DAZ and round-toward-zero set, the silicon gives the same bits."""
+    from fpenv import DAZ, FTZ, mxcsr_flags
+
+    rng = np.random.default_rng(11)
+    a = _floats(rng, (16, 64), -66, -60)
+    b = _floats(rng, (64, 16), -66, -60)
+    c0 = rng.standard_normal((16, 16)).astype(np.float32) * np.float32(2.0**-125)
+    want = c0.copy()
+    tilegemm.matmul(a, b, isa="avx512", backend="native", out=want, accumulate=True, threads=1)
+    got = c0.copy()
+    with mxcsr_flags(FTZ | DAZ | (3 << 13)):
+        tilegemm.matmul(a, b, isa="avx512", backend="native", out=got, accumulate=True, threads=1)
+    assert_bits(got, want, "native VDPBF16PS under MXCSR FTZ|DAZ|RZ")
+    ref = c0.copy()
+    tilegemm.matmul(a, b, isa="avx512", out=ref, accumulate=True)
+    assert_bits(want, ref, "native against emulated")
+
+
+def _floats(rng, shape, lo, hi):
+    return rng.choice([-1.0, 1.0], shape) * (1 + rng.random(shape)) * np.exp2(rng.integers(lo, hi + 1, shape))
+
+
 def test_auto_runs_it_natively():
     assert native.usable(tilegemm.instructions.INSTRUCTIONS["VDPBF16PS"])
     a, b = operands("bf16", (9, 40), (40, 9), np.random.default_rng(5), isa="avx512")

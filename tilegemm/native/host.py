@@ -155,6 +155,11 @@ def request_tile_permission() -> None:
         + ("which include" if supp >> XFEATURE_XTILEDATA & 1 else "which lack")
         + f" XTILEDATA (bit {XFEATURE_XTILEDATA})"
     )
+    if err == errno.ENOSPC:  # the kernel checks every thread's sigaltstack against the larger frame
+        offered += (
+            "; a thread's alternate signal stack is too small for signal frames with tile data "
+            "(CPython's faulthandler sizes it from AT_MINSIGSTKSZ since bpo-46968)"
+        )
     raise NativeUnavailable(
         f"the kernel refused tile data permission: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA="
         f"{XFEATURE_XTILEDATA}) failed with {name} ({os.strerror(err)}); {offered}",

@@ -42,6 +42,7 @@ SUBMODULES = (
     "inspect",
     "instructions",
     "model",
+    "native",
     "packing",
     "plan",
     "reference",

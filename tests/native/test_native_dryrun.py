@@ -55,18 +55,23 @@ def test_dry_run_counts_the_resident_2x2():
     a, b = operands("bf16", (64, 96), (96, 64), np.random.default_rng(0))
     tilegemm.matmul(a, b, "bf16", "2x2", backend=DRY, threads=1)
     n = dryrun.last_session().counters
-    # 4 superblocks x 3 K steps x (4 loads, 4 multiplies); each superblock zeroes and stores 4.
+    # 4 superblocks x 3 K steps x (4 loads, 4 multiplies); each superblock zeroes and stores 4;
+    # they share one configuration, loaded once.
     assert n["tdpbf16ps"] == 48 and n["tileloadd"] == 48
-    assert n["tilezero"] == 16 and n["tilestored"] == 16 and n["ldtilecfg"] == 4
+    assert n["tilezero"] == 16 and n["tilestored"] == 16 and n["ldtilecfg"] == 1
 
 
 def test_dry_run_short_last_step_reconfigures():
     """K = 33: one full step, then the accumulators are stored, the tail configuration loaded,
-    the accumulators loaded back, and one step of K4 = 1 runs."""
+    the accumulators loaded back, and one step of K4 = 1 runs; the next superblock loads the
+    main configuration again."""
     a, b = operands("bf16", (32, 33), (33, 32), np.random.default_rng(1))
     tilegemm.matmul(a, b, "bf16", "2x2", backend=DRY, threads=1)
     n = dryrun.last_session().counters
     assert n["ldtilecfg"] == 2 and n["tilestored"] == 8 and n["tileloadd"] == 4 + 4 + 4
+    a, b = operands("bf16", (64, 33), (33, 32), np.random.default_rng(1))
+    tilegemm.matmul(a, b, "bf16", "2x2", backend=DRY, threads=1)
+    assert dryrun.last_session().counters["ldtilecfg"] == 4
     unit = next(iter(dryrun.last_session().units.values()))
     assert unit.config is None  # released at the end
 

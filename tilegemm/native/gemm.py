@@ -142,11 +142,12 @@ def tile_jobs(instr, prog, nC, M, N, K, ia, ib, lda, kb, nb):
     index: dict[tuple[int, int], int] = {}
     ci, m0, n0 = _superblocks(nC, M, N, prog.rows, prog.cols)
     whole = (m0 + 16 * prog.rows <= M) & (n0 + 16 * prog.cols <= N)
-    parts = []
-    for c, m, n, w in zip(ci.tolist(), m0.tolist(), n0.tolist(), whole.tolist()):
-        if w:
-            parts.append((0, c, m, n, 0, 1))
-            continue
+    # Rows (superblock number, kind, ci, m0, n0, cfg_main, cfg_tail), sorted by superblock.
+    sb = np.flatnonzero(whole)
+    rows = [np.stack([sb, 0 * sb, ci[sb], m0[sb], n0[sb], 0 * sb, 0 * sb + 1], 1)]
+    edges = []  # edge superblocks are few: one row and one column of them per matrix
+    for j in np.flatnonzero(~whole).tolist():
+        c, m, n = int(ci[j]), int(m0[j]), int(n0[j])
         for r in range(prog.rows):
             for cc in range(prog.cols):
                 mm, nn = m + 16 * r, n + 16 * cc
@@ -156,8 +157,10 @@ def tile_jobs(instr, prog, nC, M, N, K, ia, ib, lda, kb, nb):
                 if shape not in index:
                     index[shape] = len(cfgs)
                     cfgs += [_tile_config(edge, *shape, full), _tile_config(edge, *shape, k4)]
-                parts.append((1, c, mm, nn, index[shape], index[shape] + 1))
-    t = np.array(parts, np.int64).reshape(-1, 6)
+                edges.append((j, 1, c, mm, nn, index[shape], index[shape] + 1))
+    rows.append(np.array(edges, np.int64).reshape(-1, 7))
+    t = np.concatenate(rows)
+    t = t[np.argsort(t[:, 0], kind="stable"), 1:]
     c, m, n = t[:, 1], t[:, 2], t[:, 3]
     jobs = np.empty((len(t), len(program.JOB_FIELDS)), np.int64)
     jobs[:, 0] = t[:, 0]
@@ -168,7 +171,7 @@ def tile_jobs(instr, prog, nC, M, N, K, ia, ib, lda, kb, nb):
     return jobs, np.frombuffer(b"".join(cfgs), np.uint8).reshape(-1, 64).copy()
 
 
-def dot_jobs(nC, M, N, ia, ib, lda, kb, nb, esize):
+def dot_jobs(nC, M, N, ia, ib, lda, kb, nb):
     """The VDPBF16PS job table ``(n, 5)`` int64 (``vdp.JOB_FIELDS``): one per 16 x 16 C block."""
     ci, m0, n0 = _superblocks(nC, M, N, 1, 1)
     jobs = np.empty((len(ci), len(vdp.JOB_FIELDS)), np.int64)
@@ -263,7 +266,7 @@ def run(
         buffers = {"A": A, "B": B, "C": C3, "configurations": cfgs}
         permission = target.permission
     else:
-        jobs = dot_jobs(nC, M, N, ia, ib, lda, kb, nb, A.itemsize)
+        jobs = dot_jobs(nC, M, N, ia, ib, lda, kb, nb)
         fields = dict(
             A=A.ctypes.data,
             lda=lda,

@@ -14,7 +14,8 @@ jobs ``j0 .. j1`` of a job table (``tilegemm.native.gemm`` builds it): a whole s
 Each job runs the K steps exactly as the emulation defines them (``docs/native.md``): full
 steps under one configuration, then, where K is not a whole number of steps, the accumulators
 are stored, the tail configuration (A colsb = B rows x 4 = 4 * K4) is loaded, the accumulators
-are loaded back and the last step runs. The tile instructions are called through ``lower``: the
+are loaded back and the last step runs. A configuration is loaded only when it differs from the
+one loaded last in this call. The tile instructions are called through ``lower``: the
 LLVM intrinsics for real machine code, or other functions of the same arguments (the dry run).
 """
 
@@ -213,6 +214,21 @@ def _accumulators(em, prog: Program, op: str, pc: str, ldc: str, crow: list[str]
             em.call(name, f"i8 {t}", f"ptr {ptr}", f"i64 {ldc}")
 
 
+def _configure(em: Emitter, label: str, cfg: str) -> None:
+    """LDTILECFG ``cfg`` unless it is the configuration loaded last (``%current``): the
+    instruction is slow, and consecutive jobs mostly share one. Skipping it leaves stale
+    register contents, which is harmless: every job zeroes or loads its accumulators and loads
+    its operands before it reads a register."""
+    cur = em.val("cur", "load ptr, ptr %current")
+    same = em.val("same", f"icmp eq ptr {cur}, {cfg}")
+    em(f"br i1 {same}, label %{label}.configured, label %{label}.configure")
+    em(f"{label}.configure:")
+    em.call("llvm.x86.ldtilecfg", f"ptr {cfg}")
+    em(f"store ptr {cfg}, ptr %current")
+    em(f"br label %{label}.configured")
+    em(f"{label}.configured:")
+
+
 def _program_body(em: Emitter, label: str, prog: Program, tdp: str, v: dict, done: str) -> None:
     """The phases of one job under ``prog`` (see the module's docstring), ending in ``done``."""
     arow = [em.val("ar", f"mul i64 {v['lda']}, {TILE_ROWS * r}") for r in range(prog.rows)]
@@ -220,7 +236,7 @@ def _program_body(em: Emitter, label: str, prog: Program, tdp: str, v: dict, don
     em(f"br i1 {v['has_main']}, label %{label}.main, label %{label}.tailcheck")
     # -- full steps under the main configuration ----------------------------------------------
     em(f"{label}.main:")
-    em.call("llvm.x86.ldtilecfg", f"ptr {v['cfg_main']}")
+    _configure(em, f"{label}.main", v["cfg_main"])
     em(f"br i1 {v['accumulate']}, label %{label}.main.load, label %{label}.main.zero")
     for how in ("load", "zero"):
         em(f"{label}.main.{how}:")
@@ -242,7 +258,7 @@ def _program_body(em: Emitter, label: str, prog: Program, tdp: str, v: dict, don
     em(f"{label}.tailcheck:")
     em(f"br i1 {v['has_tail']}, label %{label}.tail, label %{done}")
     em(f"{label}.tail:")
-    em.call("llvm.x86.ldtilecfg", f"ptr {v['cfg_tail']}")
+    _configure(em, f"{label}.tail", v["cfg_tail"])
     em(f"br i1 {v['reload']}, label %{label}.tail.load, label %{label}.tail.zero")
     for how in ("load", "zero"):
         em(f"{label}.tail.{how}:")
@@ -269,6 +285,8 @@ def gemm_ir(instr: Instruction, prog: Program, name: str, lower=lambda n: n) -> 
     em = Emitter(lower)
     em(f"define void @{name}(ptr %args, i64 %j0, i64 %j1) {{")
     em("entry:")
+    em("%current = alloca ptr")
+    em("store ptr null, ptr %current")
     v: dict[str, str] = {}
     for i, field in enumerate(ARGS):
         p = em.val("ap", f"getelementptr i64, ptr %args, i64 {i}")

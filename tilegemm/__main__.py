@@ -59,6 +59,9 @@ def _ir(args) -> int:
 
     from . import inspect
 
+    if args.native:
+        print(inspect.native_asm(args.dtype, args.tiling, args.isa, cpu=args.cpu or "graniterapids"))
+        return 0
     report = inspect.vector_report(args.dtype, args.tiling, args.isa, cpu=args.cpu)
     print(f"microkernel for dtype={args.dtype} tiling={args.tiling} isa={args.isa}")
     print(report)
@@ -115,6 +118,7 @@ def main(argv=None) -> int:
     ir.add_argument("--asm", action="store_true", help="print the microkernel's assembly")
     ir.add_argument("--cpu", default=None, help="compile for this target instead of the host")
     ir.add_argument("--amx", action="store_true", help="print the seed's loop as Granite Rapids AMX code")
+    ir.add_argument("--native", action="store_true", help="print the native GEMM (backend='native') for --cpu")
     ir.add_argument("--out", default=None, help="write kernel.ll, kernel.s (and amx.ll, amx.s) here")
     sc = sub.add_parser("selfcheck", help="this CPU's own instructions against the emulation, bit for bit")
     sc.add_argument("--quick", action="store_true", help="10^5 outputs per instruction instead of 10^6")

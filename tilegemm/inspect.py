@@ -9,6 +9,8 @@
 - :func:`amx_asm`: the seed's loop for a tiling as a Granite Rapids core would execute it
   (``ldtilecfg``, ``tileloadd``, ``tdpbf16ps %tmm6, %tmm4, %tmm0`` ...), produced by LLVM through
   llvmlite from the AMX intrinsics, compile-only.
+- :func:`native_ir` / :func:`native_asm`: the whole GEMM ``backend="native"`` runs
+  (``tilegemm.native``), for Granite Rapids or another named CPU, compile-only.
 
 The kernel a call uses is found through ``tilegemm.dispatch`` like ``matmul`` finds it.
 """
@@ -26,7 +28,7 @@ from dataclasses import asdict, dataclass
 from . import dispatch
 from .instructions import resolve
 
-__all__ = ["VectorReport", "llvm_ir", "asm", "vector_report", "amx_asm", "TARGETS"]
+__all__ = ["VectorReport", "llvm_ir", "asm", "vector_report", "amx_ir", "amx_asm", "native_ir", "native_asm", "TARGETS"]
 
 _BASE = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16"
 _AVX512 = _BASE + ",+avx512f,+avx512cd,+avx512bw,+avx512dq,+avx512vl"
@@ -233,3 +235,27 @@ def amx_asm(dtype="bf16", tiling="2x2", isa="amx") -> str:
     from .native import jit
 
     return jit.assembly(amx_ir(dtype, tiling, isa), "graniterapids", "+amx-tile,+amx-int8,+amx-bf16,+amx-fp16")
+
+
+def native_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
+    """LLVM IR of the GEMM ``matmul(..., backend="native")`` runs for these arguments."""
+    from .native import gemm, program, vdp
+
+    kern = dispatch.lookup(isa, dtype, _tiling(tiling))
+    instr = kern.instruction
+    kind = gemm.generator(instr)
+    if kind is None:
+        raise ValueError(f"{instr.mnemonic} has no native program")
+    name = f"tilegemm_{instr.mnemonic.lower()}_{kern.tiling}"
+    if kind == "vdp":
+        return vdp.vdp_ir(name)
+    return program.gemm_ir(instr, program.plan(kern.rows, kern.cols), name)
+
+
+def native_asm(dtype="bf16", tiling="2x2", isa="amx", cpu="graniterapids") -> str:
+    """Assembly of :func:`native_ir` for ``cpu`` (a name in :data:`TARGETS`), compiled, never run."""
+    from .native import jit
+
+    if cpu not in TARGETS:
+        raise ValueError(f"unknown cpu {cpu!r}; known targets are {', '.join(TARGETS)}")
+    return jit.assembly(native_ir(dtype, tiling, isa), cpu, TARGETS[cpu])

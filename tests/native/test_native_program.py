@@ -155,3 +155,16 @@ def test_jit_compiles_tile_code_for_this_host_without_calling_it():
     mod = llvm.parse_assembly(ir)
     assert bytes.fromhex("c4e27849c0") in tm.emit_object(mod)
     assert jit.with_features("+a,-amx-tile,+b", "+amx-tile,-b") == "+a,+amx-tile,-b"
+
+
+def test_inspect_shows_the_native_gemm(capsys):
+    from tilegemm import inspect
+    from tilegemm.__main__ import main
+
+    text = inspect.native_asm("s8u8", "2x2")
+    assert "tdpbsud\t%tmm7, %tmm5, %tmm3" in text and "tilerelease" in text
+    assert "vdpbf16ps" in inspect.native_asm("bf16", isa="avx512", cpu="sapphirerapids")
+    with pytest.raises(ValueError, match="unknown cpu 'pentium'"):
+        inspect.native_asm(cpu="pentium")
+    assert main(["ir", "--native", "--dtype", "fp16", "--tiling", "1x1"]) == 0
+    assert "tdpfp16ps\t%tmm2, %tmm1, %tmm0" in capsys.readouterr().out

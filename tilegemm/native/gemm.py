@@ -12,10 +12,11 @@ and runs the instruction's native program (``program.gemm_ir`` for tile instruct
 - C: the result ``(nC, M, N)`` in place.
 
 Jobs are ordered by column panel (consecutive superblocks share B), cut into one contiguous
-range per thread (Numba's static ``prange`` schedule) and run by a pool of Python threads, each
-calling the compiled function through ``ctypes`` (which releases the GIL). Before any thread
-runs a job, every thread has asked for tile permission (``host.request_tile_permission``) and
-waited for the others, so a refusal raises before any C element is written.
+range per thread (Numba's static ``prange`` schedule) and run by Python threads made for the
+call (the calling thread runs the first range), each calling the compiled function through
+``ctypes``, which releases the GIL. Before any thread runs a job, every thread has asked for
+tile permission (``host.request_tile_permission``) and waited for the others, so a refusal in
+any thread raises before any job has run.
 
 The compiled code is made for a *target*: :data:`HOST` (this CPU, the real instructions) or the
 dry run of ``tilegemm.native.dryrun`` (the same code with each tile instruction a call into the

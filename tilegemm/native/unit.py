@@ -22,7 +22,6 @@ import threading
 
 import numpy as np
 
-from ..instructions import Instruction
 from .gemm import HOST, Target
 from .host import TILE_FLAG, NativeUnavailable, request_tile_permission, this_host
 
@@ -134,8 +133,3 @@ def _compiled(target: Target, key: tuple):
     name = "tilegemm_unit_" + "_".join(str(x).lower() for x in key) + f"_{target.name}"
     addr = jit.compile_host(unit_ir(op, name, target.lower), (name,), target.features)[name]
     return ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(addr)
-
-
-def instruction_op(record: Instruction, dst: int, a: int, b: int) -> tuple:
-    """The ``op`` of a tile multiply."""
-    return ("dp", record, int(dst), int(a), int(b))

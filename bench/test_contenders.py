@@ -22,8 +22,9 @@ CASES = [(c, n) for c in tb.contenders() for n in SIZES if n <= SLOW.get(c.name,
 
 @pytest.mark.parametrize("contender,n", CASES, ids=[f"{c.group}-{c.name}-{n}" for c, n in CASES])
 def test_contender(benchmark, contender, n):
-    if contender.needs:
-        pytest.importorskip(contender.needs)
+    why = tb.unavailable(contender)
+    if why:
+        pytest.skip(why)
     benchmark.group = f"{contender.group} n={n}"
     benchmark.extra_info["gflops_per_second_at_mean"] = None
     a, b = tb.inputs(contender.group, n)

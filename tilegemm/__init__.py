@@ -47,6 +47,7 @@ SUBMODULES = (
     "instructions",
     "model",
     "onednn",
+    "native",
     "packing",
     "plan",
     "reference",

@@ -24,6 +24,7 @@ _VERBS = {
     "model": "bytes loaded per multiply-accumulate for the ACE excerpt's strategies and every tiling",
     "ir": "LLVM IR, assembly and a vectorization report of a kernel's hot loop; real AMX code with --amx",
     "info": "the instruction and profile records, and the kernel bodies this host compiles",
+    "selfcheck": "this CPU's own instructions against the emulation, bit for bit (AMX, AVX512_BF16)",
 }
 
 
@@ -128,6 +129,11 @@ def _ir(args, parser) -> int:
             f"--amx shows AMX tile code, but isa={args.isa!r} runs {instr.mnemonic} for dtype {args.dtype!r}, "
             f"which has no tile form"
         )
+    if args.native:
+        if instr.llvm is None:
+            parser.error(f"--native needs an instruction this CPU could run; {instr.mnemonic} has none")
+        print(inspect.native_asm(args.dtype, args.tiling, args.isa, cpu=args.cpu or "graniterapids"))
+        return 0
     where = args.cpu or "this host"
     print(f"hot loop of the kernel for dtype={args.dtype} tiling={args.tiling} isa={args.isa}, compiled for {where}")
     print(inspect.vector_report(args.dtype, args.tiling, args.isa, cpu=args.cpu))
@@ -242,6 +248,9 @@ def _parser() -> _Parser:
     )
     b.add_argument("--targets", action="store_true", help="measure the performance targets instead of the sweep")
     b.add_argument(
+        "--native", action="store_true", help="the seed's sweep on this CPU's AMX: 1x1 vs 2x2, to 8192, TFLOP/s"
+    )
+    b.add_argument(
         "--torch-mode", action="store_true", help="time tilegemm.torch.emulate() against a bare tilegemm.matmul"
     )
 
@@ -264,7 +273,11 @@ def _parser() -> _Parser:
         "--cpu", default=None, choices=list(inspect.TARGETS), help="compile for this target instead of the host"
     )
     i.add_argument("--amx", action="store_true", help="also print the seed-style loop as Granite Rapids AMX code")
+    i.add_argument(
+        "--native", action="store_true", help="print the native GEMM (backend='native') for --cpu (Granite Rapids)"
+    )
     i.add_argument("--out", default=None, help="write kernel.ll and kernel.s (and amx.ll, amx.s with --amx) here")
+    p["selfcheck"].add_argument("--quick", action="store_true", help="10^5 outputs per instruction instead of 10^6")
     return parser
 
 
@@ -276,6 +289,10 @@ def main(argv=None) -> int:
         return _ir(args, sub)
     if args.verb == "info":
         return info()
+    if args.verb == "selfcheck":
+        from .native import selfcheck
+
+        return int(selfcheck.main(args.quick))
     if args.verb == "model":
         from . import benchmark
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from . import dispatch, instructions, plan
+from . import dispatch, instructions, native, plan
 from .formats import daz
 from .instructions import Instruction, Profile
 from .packing import PackedB, a_panels, exponent_range, pack_codes
@@ -112,7 +112,9 @@ def _batch_index(shape, batch) -> np.ndarray:
     return np.array(np.broadcast_to(idx, batch), dtype=np.int64).ravel()  # writable: one kernel type
 
 
-def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None, isa=None, **switches):
+def matmul(
+    a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None, isa=None, backend="emulated", **switches
+):
     """Matrix product with the exact bits of an Intel AMX tile-multiply sequence.
 
     Parameters
@@ -145,6 +147,12 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         product first. Profiles without tiles accept ``tiling``; it only orders the blocks of C,
         which never changes a bit. ``"onednn"`` (bf16) returns what PyTorch's bf16 matmul returns
         on an AMX server (bfloat16; :func:`tilegemm.onednn.matmul`, whose keywords it takes).
+    backend : str, optional
+        ``"emulated"`` (default): the emulation, on any CPU. ``"native"``: the instruction itself
+        on this CPU (AMX tiles, or AVX512_BF16 for ``isa="avx512"``), JIT-compiled for it, on the
+        same operands and K steps; ``tilegemm.native.NativeUnavailable`` names what is missing
+        where the CPU or the kernel does not allow it. ``"auto"``: native where it can run, else
+        emulated. See ``docs/native.md``.
     **switches
         Readings of points the instruction's sources leave open, by switch name
         (:attr:`tilegemm.instructions.Instruction.switches`); each defaults to its normative
@@ -171,6 +179,12 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         assert library is not None
         return library(a, b, name, tiling, out=out, accumulate=accumulate, threads=threads, **switches)
     options = instr.options(switches, name)
+    target = native.select(backend, instr)  # None: emulated; raises where native cannot run
+    if target is not None and switches:
+        raise ValueError(
+            f"switches ({', '.join(switches)}) choose readings of the emulation; backend={backend!r} runs "
+            f"the instruction itself and takes none"
+        )
     tiling = "2x2" if tiling is None else tiling
     if tiling != "auto":
         dispatch.lookup(prof.name, name, tiling)  # validates the tiling before any work
@@ -188,7 +202,8 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
 
     # -- operand conversion: float32 headed for a 16-bit float is rounded inside the compiled
     # A panel pass; everything else becomes codes here (rounded once, or range-checked).
-    a_in = a if (instr.a.f32_round is not None and a.dtype == np.float32) else instr.a.to_codes(a, "a", name)
+    fused = target is None and instr.a.f32_round is not None and a.dtype == np.float32
+    a_in = a if fused else instr.a.to_codes(a, "a", name)
     if packed is None:
         b_codes = instr.b.to_codes(b_arr, "b", name).reshape(b2)
     if out is not None:
@@ -205,8 +220,12 @@ def matmul(a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads
         np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (docs/semantics.md)
 
     call = _Call(instr, kernel, options, M, K, a2, b2, batch, accumulate)
+    packed = packed if packed is not None else pack_codes(b_codes, prof.name, name)
+    if target is not None:
+        call.run_native(target, a_in, packed, C3, plan.threads_for(C.size * K, threads) or numba.get_num_threads())
+        return C
     with _LAUNCH, _numba_threads(plan.threads_for(C.size * K, threads)):
-        call.run(a_in, packed if packed is not None else pack_codes(b_codes, prof.name, name), C3)
+        call.run(a_in, packed, C3)
     return C
 
 
@@ -239,3 +258,15 @@ class _Call:
         ia = _batch_index(a_batch, self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
         p.entry(A, B, C3, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *instr.option_codes(self.options))
+
+    def run_native(self, target, a_codes: np.ndarray, packed: PackedB, C3: np.ndarray, threads: int) -> None:
+        """The native program on ``target`` (``tilegemm.native.gemm``), on A's codes and the packed B."""
+        from .native import gemm
+
+        nA = int(np.prod(self.a2[:-2], dtype=np.int64))
+        ia = _batch_index(self.a2[:-2], self.batch)
+        ib = _batch_index(self.b2[:-2], self.batch)
+        a3 = a_codes.reshape(nA, self.M, self.K)
+        gemm.run(
+            self.instr, self.kernel.rows, self.kernel.cols, a3, packed, C3, ia, ib, self.accumulate, threads, target
+        )

@@ -33,7 +33,20 @@ from .dispatch import TILINGS
 from .instructions import DEFAULT_ISA, PROFILES, Instruction, resolve
 from .packing import pack
 
-__all__ = ["Contender", "contenders", "inputs", "sweep", "targets", "torch_mode", "reps_for", "median_time", "main"]
+__all__ = [
+    "Contender",
+    "contenders",
+    "unavailable",
+    "inputs",
+    "sweep",
+    "targets",
+    "torch_mode",
+    "reps_for",
+    "median_time",
+    "main",
+    "native_main",
+    "tflops_table",
+]
 
 #: The seed's sweep: one group per dtype it measured, labelled as the seed labels them.
 SEED_DTYPES = ("bf16", "int8", "fp16")
@@ -60,12 +73,13 @@ class Contender:
     prepare: Callable
     exact: bool = False  # reproduces the AMX bits by construction
     needs: str | None = None  # module that must be importable
+    native: Instruction | None = None  # runs this instruction on the CPU itself (backend="native")
 
 
-def _tilegemm(tiling, isa=DEFAULT_ISA):
+def _tilegemm(tiling, isa=DEFAULT_ISA, backend="emulated"):
     def prepare(a, b, threads, group):
         packed = pack(b, group_dtype(group), isa)
-        return lambda: matmul(a, packed, tiling=tiling, threads=threads)
+        return lambda: matmul(a, packed, tiling=tiling, threads=threads, backend=backend)
 
     return prepare
 
@@ -89,10 +103,12 @@ def _torch_as(name):
     return prepare
 
 
-def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES) -> list[Contender]:
+def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> list[Contender]:
     """Everything the sweep times, group by group: tilegemm's AMX emulation with each tiling
-    (the seed's by default), every other profile that takes the dtype, numpy float32 (the
-    yardstick), and numpy and torch in the dtype's own element type."""
+    (the seed's by default), every other profile that takes the dtype, the same instructions
+    natively (``native ...``: rows that report why where this CPU cannot run them), numpy
+    float32 (the yardstick), and numpy and torch in the dtype's own element type.
+    ``native_only``: the native rows alone."""
     for t in tilings:
         if t not in TILINGS:
             raise ValueError(f"unknown tiling {t!r}; valid tilings are {', '.join(TILINGS)}")
@@ -100,11 +116,20 @@ def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES) -> list[Contender]:
     for dtype in dtypes:
         group = dtype.upper()
         instr = resolve(DEFAULT_ISA, dtype)[2]
+        natives = [Contender(f"native {t}", group, _tilegemm(t, backend="native"), True, native=instr) for t in tilings]
+        for p in PROFILES.values():
+            if p.name != DEFAULT_ISA and dtype in p.names():
+                other = p.instruction(dtype)
+                natives.append(Contender(f"native {p.name}", group, _tilegemm("2x2", p.name, "native"), native=other))
+        if native_only:
+            out += natives
+            continue
         for tiling in tilings:
             out.append(Contender(f"tilegemm {tiling}", group, _tilegemm(tiling), exact=True))
         for p in PROFILES.values():
             if p.name != DEFAULT_ISA and dtype in p.names():
                 out.append(Contender(f"tilegemm {p.name}", group, _tilegemm("2x2", p.name)))
+        out += natives
         element = instr.a.element
         out.append(Contender("numpy float32", group, _numpy_as(np.float32)))
         out.append(Contender(f"numpy {element.name}", group, _numpy_as(element)))
@@ -154,14 +179,21 @@ def limit_threads(threads):
             sys.modules["torch"].set_num_threads(torch_prev)
 
 
-def _available(c: Contender) -> bool:
-    if c.needs is None:
-        return True
-    try:
-        __import__(c.needs)
-        return True
-    except ImportError:
-        return False
+def unavailable(c: Contender) -> str | None:
+    """Why ``c`` cannot run here, or None: a module not installed, or a native instruction this
+    CPU (or its kernel) does not allow, named as ``tilegemm.native`` names it."""
+    if c.needs is not None:
+        try:
+            __import__(c.needs)
+        except ImportError:
+            return f"{c.needs} not installed"
+    if c.native is not None:
+        from . import native
+
+        if not native.usable(c.native):
+            missing = native.lacks(c.native) or ("tile data permission",)
+            return f"native {c.native.mnemonic} cannot run here: lacks {', '.join(missing)}"
+    return None
 
 
 def _ulp_distance(result: np.ndarray, exact64: np.ndarray) -> float:
@@ -208,18 +240,19 @@ def sweep(
     budget=30.0,
     progress=None,
     tilings=SEED_TILINGS,
+    native_only=False,
 ) -> list[Row]:
     """The seed's sweep. A contender projected (from its previous size, n^3 scaling) to exceed
     ``budget`` seconds at a size is skipped there and at every larger size."""
     rows: list[Row] = []
-    todo = [c for c in contenders(tilings, tuple(group_dtype(g) for g in groups))]
+    todo = [c for c in contenders(tilings, tuple(group_dtype(g) for g in groups), native_only)]
     last_time: dict[str, tuple[int, float]] = {}
     dead: dict[str, str] = {}
     # Compile the kernels once, outside every clock.
     for g in groups:
         a, b = inputs(g, 20)
         for c in todo:
-            if c.group == g and c.name.startswith("tilegemm"):
+            if c.group == g and (c.name.startswith("tilegemm") or c.native) and unavailable(c) is None:
                 c.prepare(a, b, threads, g)()
     with limit_threads(threads):
         for n in sizes:
@@ -235,8 +268,9 @@ def sweep(
                         progress(f"{g} {c.name} n={n}")
                     row = Row(g, c.name, n, threads)
                     group_rows.append(row)
-                    if not _available(c):
-                        row.skipped = f"{c.needs} not installed"
+                    why = unavailable(c)
+                    if why is not None:
+                        row.skipped = why
                         continue
                     if c.name in dead:
                         row.skipped = dead[c.name]
@@ -442,6 +476,28 @@ def add_memory_row(add, n=1024):
     )
 
 
+def add_native_row(add, report, n=2048, repeats=5):
+    """Native BF16 2x2 at ``n`` on one thread: TFLOP/s (the target: >= 1), beside the emulated
+    2x2 timed in the same loop. Where this CPU cannot run it, one line says why."""
+    from . import native
+
+    instr = _instruction("BF16")
+    if not native.usable(instr):
+        missing = native.lacks(instr) or ("tile data permission",)
+        report(f"n/a  native BF16 2x2 n={n}, 1 thread: not measured: this CPU lacks {', '.join(missing)}")
+        return
+    a, b = inputs("BF16", n)
+    packed = pack(b, "bf16")
+
+    def run():
+        return matmul(a, packed, tiling="2x2", threads=1, backend="native")
+
+    r, s = _median_ratio(run, lambda: matmul(a, packed, tiling="2x2", threads=1), repeats)
+    tflops = 2.0 * n**3 / median_time(run, repeats, warmup=1) / 1e12
+    add(f"native BF16 2x2 n={n}, 1 thread: TFLOP/s", tflops, ">= 1.0", tflops >= 1.0, [tflops])
+    add(f"native BF16 2x2 n={n}, 1 thread vs emulated 2x2", r, "> 1", r > 1, s)
+
+
 def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
     """Measure every row of the performance-target table (see the README)."""
     from threadpoolctl import threadpool_limits
@@ -495,6 +551,7 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
         [1 / x for x in s],
     )
     add_memory_row(add)
+    add_native_row(add, report)
     from .amx import seed
 
     a, b = inputs("BF16", 256)
@@ -593,10 +650,64 @@ def torch_mode(shapes=TORCH_MODE_SHAPES, repeats=5, threads=None, report=print) 
 # --------------------------------------------------------------------------------------------
 
 
+#: The seed's sizes (its table runs to 8192).
+SEED_SIZES = (256, 512, 1024, 2048, 4096, 8192)
+
+
+def tflops_table(rows: list[Row]) -> str:
+    """The seed's table: TFLOP/s (2 N^3 / time) per dtype and kernel, one column per size."""
+    sizes = sorted({r.n for r in rows})
+    head = f"{'dtype':5} {'kernel':14} " + " ".join(f"{n:>7}" for n in sizes)
+    lines = [head, "-" * len(head)]
+    for g, name in dict.fromkeys((r.group, r.contender) for r in rows):
+        cells = {r.n: r for r in rows if r.group == g and r.contender == name}
+        text = [
+            f"{(cells[n].gflops or 0) / 1000:7.2f}" if n in cells and cells[n].gflops else f"{'-':>7}" for n in sizes
+        ]
+        lines.append(f"{g:5} {name:14} " + " ".join(text))
+    return "\n".join(lines)
+
+
+def native_main(args, out=print) -> int:
+    """``bench --native``: the seed's sweep on this CPU's AMX (1x1 and 2x2 with both B tiles
+    resident, sizes to 8192), in TFLOP/s, beside nothing else; ``--threads 1`` gives the
+    per-core table. Says what is missing and returns 1 where the CPU cannot run them."""
+    from . import native
+
+    h = native.this_host()
+    groups = []
+    for g in (d.upper() for d in args.dtypes):
+        instr = _instruction(g)
+        if native.usable(instr):
+            groups.append(g)
+        else:
+            missing = native.lacks(instr) or ("tile data permission",)
+            out(f"native {g} ({instr.mnemonic}): not measured: this CPU ({h.model}) lacks {', '.join(missing)}")
+    if not groups:
+        out("bench --native: no native AMX kernel can run on this CPU; nothing measured")
+        return 1
+    sizes = tuple(args.sizes) if args.sizes_given else SEED_SIZES
+    rows = sweep(sizes, tuple(groups), args.threads, args.budget, None, tuple(args.tilings), native_only=True)
+    info = machine_info(args.threads)
+    out(f"# native AMX, TFLOP/s = 2 N^3 / time; {info['cpu']}, {info['threads']} thread(s)")
+    out(tflops_table(rows))
+    for r in rows:
+        if r.skipped:
+            out(f"{r.group} {r.contender} n={r.n}: skipped: {r.skipped}")
+        elif r.differs:
+            out(f"{r.group} {r.contender} n={r.n}: {r.differs:.2%} of outputs differ from the emulation")
+    if args.out:
+        for p in write_outputs(rows, info, args.out):
+            out(f"wrote {p}")
+    return 0
+
+
 def main(args) -> int:
     if getattr(args, "torch_mode", False):
         torch_mode(threads=args.threads)
         return 0
+    if getattr(args, "native", False):
+        return native_main(args)
     if args.targets:
         results = targets(tuple(args.sizes) if args.sizes_given else (1024, 2048))
         if args.out:

@@ -9,6 +9,8 @@
 - :func:`amx_asm`: the seed's loop for a tiling as a Granite Rapids core would execute it
   (``ldtilecfg``, ``tileloadd``, ``tdpbf16ps %tmm6, %tmm4, %tmm0`` ...), produced by LLVM through
   llvmlite from the AMX intrinsics, compile-only.
+- :func:`native_ir` / :func:`native_asm`: the whole GEMM ``backend="native"`` runs
+  (``tilegemm.native``), for Granite Rapids or another named CPU, compile-only.
 
 The kernel a call uses is found through ``tilegemm.dispatch`` like ``matmul`` finds it.
 """
@@ -26,7 +28,7 @@ from dataclasses import asdict, dataclass
 from . import dispatch
 from .instructions import resolve
 
-__all__ = ["VectorReport", "llvm_ir", "asm", "vector_report", "amx_asm", "TARGETS"]
+__all__ = ["VectorReport", "llvm_ir", "asm", "vector_report", "amx_ir", "amx_asm", "native_ir", "native_asm", "TARGETS"]
 
 _BASE = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16"
 _AVX512 = _BASE + ",+avx512f,+avx512cd,+avx512bw,+avx512dq,+avx512vl"
@@ -177,40 +179,6 @@ def vector_report(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> VectorRepo
 # --------------------------------------------------------------------------------------------
 
 
-def _seed_loop(tiling: str) -> list[tuple]:
-    """The per-K-step instruction sequence of the seed-style loop for a tiling:
-    ("load", tmm, "A"/"B", index) and ("dp", c, a, b).
-
-    1x1 and 2x2 are the seed's listings (tile numbers as printed; the 2x2 listing reloads TMM6
-    and TMM7). Every other tiling is the seed's style with one A and one B register (the port
-    ``tilegemm.amx.seed.gemm_single_buffered``): accumulators TMM0..TMM(R*C-1), A in TMM(R*C),
-    B in TMM(R*C+1).
-    """
-    if tiling == "1x1":
-        return [("load", 1, "A", 0), ("load", 2, "B", 0), ("dp", 0, 1, 2)]
-    if tiling == "2x2":  # the listing as printed in the seed
-        return [
-            ("load", 4, "A", 0),
-            ("load", 6, "B", 0),
-            ("dp", 0, 4, 6),
-            ("load", 7, "B", 1),
-            ("dp", 1, 4, 7),
-            ("load", 5, "A", 1),
-            ("load", 6, "B", 0),
-            ("dp", 2, 5, 6),
-            ("load", 7, "B", 1),
-            ("dp", 3, 5, 7),
-        ]
-    rows, cols = dispatch.parse_tiling(tiling)
-    ta, tb = rows * cols, rows * cols + 1
-    out: list[tuple] = []
-    for r in range(rows):
-        out.append(("load", ta, "A", r))
-        for c in range(cols):
-            out += [("load", tb, "B", c), ("dp", r * cols + c, ta, tb)]
-    return out
-
-
 def _tile_instruction(dtype, isa):
     instr = resolve(isa, dtype)[2]
     if instr.tile_method is None:
@@ -226,77 +194,75 @@ def amx_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
     ``void kernel(ptr cfg, ptr A, i64 lda, ptr B, ptr C, i64 ldc, i64 ksteps)``: A row-major
     (row block r at A + 16*r*lda), B packed as the seed packs it (the superblock's C column
     blocks 1 KiB apart, the next K step C KiB on), C row-major. ``tiling``: any of
-    :data:`tilegemm.TILINGS` (see :func:`_seed_loop` for the tile numbers).
+    :data:`tilegemm.TILINGS` (tile numbers: ``tilegemm.native.program.seed_steps``). The K step
+    is emitted by the same code as the native kernels' (``tilegemm.native.program``).
     """
+    from .native import program
+
     instr = _tile_instruction(dtype, isa)
     if tiling not in dispatch.TILINGS:
         raise ValueError(dispatch._tiling_error(tiling))
     rows, cols = dispatch.parse_tiling(tiling)
-    steps = _seed_loop(tiling)
+    steps = program.seed_steps(tiling)
     accs = sorted({s[1] for s in steps if s[0] == "dp"})
-    name = instr.tile_method
-    lines = [
-        'target triple = "x86_64-unknown-linux-gnu"',
-        "declare void @llvm.x86.ldtilecfg(ptr)",
-        "declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)",
-        "declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)",
-        "declare void @llvm.x86.tilezero(i8 immarg)",
-        "declare void @llvm.x86.tilerelease()",
-        f"declare void @{instr.llvm}(i8 immarg, i8 immarg, i8 immarg)",
-        f"define void @seed_{name}_{tiling}(ptr %cfg, ptr %A, i64 %lda, ptr %B, ptr %C, i64 %ldc, i64 %ksteps) {{",
-        "entry:",
-        "  call void @llvm.x86.ldtilecfg(ptr %cfg)",
-    ]
-    lines += [f"  call void @llvm.x86.tilezero(i8 {t})" for t in accs]
-    lines += [
-        "  %a16 = mul i64 %lda, 16",
-        "  br label %loop",
-        "loop:",
-        "  %k = phi i64 [ 0, %entry ], [ %k1, %loop ]",
-        "  %aoff = mul i64 %k, 64",
-        f"  %boff = mul i64 %k, {1024 * cols}",
-        "  %pa0 = getelementptr i8, ptr %A, i64 %aoff",
-        "  %pb0 = getelementptr i8, ptr %B, i64 %boff",
-    ]
-    for r in range(1, rows):
-        lines += [f"  %ra{r} = mul i64 %a16, {r}", f"  %pa{r} = getelementptr i8, ptr %pa0, i64 %ra{r}"]
-    lines += [f"  %pb{c} = getelementptr i8, ptr %pb0, i64 {1024 * c}" for c in range(1, cols)]
-    for s in steps:
-        if s[0] == "load":
-            _, t, which, i = s
-            ptr, stride = (f"%pa{i}", "%lda") if which == "A" else (f"%pb{i}", "64")
-            lines.append(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr {ptr}, i64 {stride})")
-        else:
-            lines.append(f"  call void @{instr.llvm}(i8 {s[1]}, i8 {s[2]}, i8 {s[3]})")
-    lines += [
-        "  %k1 = add i64 %k, 1",
-        "  %more = icmp ult i64 %k1, %ksteps",
-        "  br i1 %more, label %loop, label %done",
-        "done:",
-        "  %c16 = mul i64 %ldc, 16",
-    ]
+    seed = program.Program(rows, cols, (), (), (), tuple(steps))
+    em = program.Emitter(lambda n: n)
+    params = "ptr %cfg, ptr %A, i64 %lda, ptr %B, ptr %C, i64 %ldc, i64 %ksteps"
+    em(f"define void @seed_{instr.tile_method}_{tiling}({params}) {{")
+    em("entry:")
+    em.call("llvm.x86.ldtilecfg", "ptr %cfg")
+    for t in accs:
+        em.call("llvm.x86.tilezero", f"i8 {t}")
+    arow = [em.val("ar", f"mul i64 %lda, {16 * r}") for r in range(rows)]
+    em("br label %loop")
+    em("loop:")
+    em("%k = phi i64 [ 0, %entry ], [ %k1, %loop ]")
+    pa = em.gep("%A", em.val("aoff", "mul i64 %k, 64"))
+    pb = em.gep("%B", em.val("boff", f"mul i64 %k, {1024 * cols}"))
+    program.emit_step(em, seed, instr.llvm, pa, pb, "%lda", arow)
+    em("%k1 = add i64 %k, 1")
+    em("%more = icmp ult i64 %k1, %ksteps")
+    em("br i1 %more, label %loop, label %done")
+    em("done:")
     for t in accs:
         r, c = divmod(t, cols)
-        lines.append(f"  %rowoff{t} = mul i64 %c16, {r}")
-        lines.append(f"  %pc{t}r = getelementptr i8, ptr %C, i64 %rowoff{t}")
-        lines.append(f"  %pc{t} = getelementptr i8, ptr %pc{t}r, i64 {64 * c}")
-        lines.append(f"  call void @llvm.x86.tilestored64(i8 {t}, ptr %pc{t}, i64 %ldc)")
-    lines += ["  call void @llvm.x86.tilerelease()", "  ret void", "}"]
-    return "\n".join(lines) + "\n"
+        off = em.val("co", f"mul i64 %ldc, {16 * r}")
+        ptr = em.gep(em.gep("%C", off), 64 * c)
+        em.call("llvm.x86.tilestored64", f"i8 {t}", f"ptr {ptr}", "i64 %ldc")
+    em.call("llvm.x86.tilerelease")
+    em("ret void")
+    em("}")
+    lines = ['target triple = "x86_64-unknown-linux-gnu"'] + program.declarations(instr.llvm, lambda n: n)
+    return "\n".join(lines + em.lines) + "\n"
 
 
 def amx_asm(dtype="bf16", tiling="2x2", isa="amx") -> str:
     """Assembly of :func:`amx_ir` for Granite Rapids (the seed's CPU; Sapphire Rapids lacks
     AMX-FP16), compiled by LLVM through llvmlite and never run."""
-    import llvmlite.binding as llvm
+    from .native import jit
 
-    text = amx_ir(dtype, tiling, isa)
-    mod = llvm.parse_assembly(text)
-    mod.verify()
-    tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(
-        cpu="graniterapids", features="+amx-tile,+amx-int8,+amx-bf16,+amx-fp16", opt=2
-    )
-    out = tm.emit_assembly(mod)
-    noise = re.compile(r"\s*\.(cfi_|p2align|file|type|size|section|ident|addrsig)")
-    keep = [ln for ln in out.splitlines() if not noise.match(ln)]
-    return "\n".join(keep) + "\n"
+    return jit.assembly(amx_ir(dtype, tiling, isa), "graniterapids", "+amx-tile,+amx-int8,+amx-bf16,+amx-fp16")
+
+
+def native_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
+    """LLVM IR of the GEMM ``matmul(..., backend="native")`` runs for these arguments."""
+    from .native import gemm, program, vdp
+
+    kern = dispatch.lookup(isa, dtype, _tiling(tiling))
+    instr = kern.instruction
+    kind = gemm.generator(instr)
+    if kind is None:
+        raise ValueError(f"{instr.mnemonic} has no native program")
+    name = f"tilegemm_{instr.mnemonic.lower()}_{kern.tiling}"
+    if kind == "vdp":
+        return vdp.vdp_ir(name)
+    return program.gemm_ir(instr, program.plan(kern.rows, kern.cols), name)
+
+
+def native_asm(dtype="bf16", tiling="2x2", isa="amx", cpu="graniterapids") -> str:
+    """Assembly of :func:`native_ir` for ``cpu`` (a name in :data:`TARGETS`), compiled, never run."""
+    from .native import jit
+
+    if cpu not in TARGETS:
+        raise ValueError(f"unknown cpu {cpu!r}; known targets are {', '.join(TARGETS)}")
+    return jit.assembly(native_ir(dtype, tiling, isa), cpu, TARGETS[cpu])

@@ -16,10 +16,11 @@ from .unit import TILE_INSTRUCTIONS, TileUnit
 unit = TileUnit()
 
 
-def reset() -> TileUnit:
-    """Replace the default unit with a fresh one (unconfigured, counters at zero) and return it."""
+def reset(native: bool = False) -> TileUnit:
+    """Replace the default unit with a fresh one (unconfigured, counters at zero) and return it;
+    ``native=True``: on this CPU's tile registers (:class:`TileUnit`)."""
     global unit
-    unit = TileUnit()
+    unit = TileUnit(native)
     return unit
 
 

@@ -54,6 +54,11 @@ class TileUnit:
     """The state of one core's tile unit. Memory is a writable 1-D uint8 NumPy array ``buf``,
     addressed by byte ``offset`` and ``stride`` as C would address it through a pointer.
 
+    ``native=True`` runs every load, store, TILEZERO and multiply on this CPU's tile registers
+    (``tilegemm.native.unit``; faults are still checked first), so a program written against
+    this API runs natively unchanged; ``tilegemm.native.NativeUnavailable`` where the CPU or the
+    kernel does not allow it.
+
     Examples
     --------
     >>> import numpy as np
@@ -69,10 +74,20 @@ class TileUnit:
     array([[11.]], dtype=float32)
     """
 
-    def __init__(self):
+    def __init__(self, native: bool = False):
         self.tiles = np.zeros((_NUM_TILES, ROWS, COLSB), np.uint8)
         self.config: TileConfig | None = None
         self.counters = Counters(Counter())
+        self._native = None
+        if native:  # this CPU's tile registers (tilegemm.native.unit); raises where there are none
+            from ..native.unit import NativeTiles
+
+            self._native = NativeTiles.for_host()
+
+    @property
+    def native(self) -> bool:
+        """Whether loads, stores, TILEZERO and the multiplies run on this CPU's tile registers."""
+        return self._native is not None
 
     # -- state helpers ------------------------------------------------------------------------
 
@@ -136,9 +151,12 @@ class TileUnit:
         of the register becomes zero."""
         rows, colsb = self._shape("tileloadd", t)
         starts = self._span("tileloadd", t, buf, offset, stride, rows, colsb)
-        data = buf[starts[:, None] + np.arange(colsb)]
-        self.tiles[t] = 0
-        self.tiles[t, :rows, :colsb] = data
+        if self._native is not None:
+            self._native.execute(self, ("load", int(t)), buf, offset, stride)
+        else:
+            data = buf[starts[:, None] + np.arange(colsb)]
+            self.tiles[t] = 0
+            self.tiles[t, :rows, :colsb] = data
         self._count("tileloadd", bytes_loaded=rows * colsb)
 
     def tilestored(self, t: int, buf: np.ndarray, offset: int, stride: int) -> None:
@@ -147,13 +165,19 @@ class TileUnit:
         starts = self._span("tilestored", t, buf, offset, stride, rows, colsb)
         if not buf.flags.writeable:
             raise PFFault("tilestored", t, "memory is read-only")
-        buf[starts[:, None] + np.arange(colsb)] = self.tiles[t, :rows, :colsb]
+        if self._native is not None:
+            self._native.execute(self, ("store", int(t)), buf, offset, stride)
+        else:
+            buf[starts[:, None] + np.arange(colsb)] = self.tiles[t, :rows, :colsb]
         self._count("tilestored", bytes_stored=rows * colsb)
 
     def tilezero(self, t: int) -> None:
         """TILEZERO: tile ``t`` becomes all zero."""
         self._shape("tilezero", t)
-        self.tiles[t] = 0
+        if self._native is not None:
+            self._native.execute(self, ("zero", int(t)))
+        else:
+            self.tiles[t] = 0
         self._count("tilezero")
 
     def tile(self, t: int, dtype=np.uint8) -> np.ndarray:
@@ -180,6 +204,10 @@ class TileUnit:
             raise UDFault(instr, b, f"B has {brows} rows but A's colsb / 4 = {k4}")
         if bcolsb != dcolsb:
             raise UDFault(instr, b, f"B has colsb = {bcolsb} but dst has colsb = {dcolsb}")
+        if self._native is not None:
+            self._native.execute(self, ("dp", record, int(dst), int(a), int(b)))
+            self._count(instr, macs=m * n * k4 * record.group)
+            return
         from ..kernels.tiles import tile_instruction
 
         C = np.zeros(256, record.acc)

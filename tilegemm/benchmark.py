@@ -117,18 +117,18 @@ def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> l
         group = dtype.upper()
         instr = resolve(DEFAULT_ISA, dtype)[2]
         natives = [Contender(f"native {t}", group, _tilegemm(t, backend="native"), True, native=instr) for t in tilings]
-        for p in PROFILES.values():
-            if p.name != DEFAULT_ISA and dtype in p.names():
-                other = p.instruction(dtype)
-                natives.append(Contender(f"native {p.name}", group, _tilegemm("2x2", p.name, "native"), native=other))
+        # Other instruction profiles (library profiles such as onednn have their own bench rows).
+        others = [p for p in PROFILES.values() if p.name != DEFAULT_ISA and p.library is None and dtype in p.names()]
+        for p in others:
+            other = p.instruction(dtype)
+            natives.append(Contender(f"native {p.name}", group, _tilegemm("2x2", p.name, "native"), native=other))
         if native_only:
             out += natives
             continue
         for tiling in tilings:
             out.append(Contender(f"tilegemm {tiling}", group, _tilegemm(tiling), exact=True))
-        for p in PROFILES.values():
-            if p.name != DEFAULT_ISA and dtype in p.names():
-                out.append(Contender(f"tilegemm {p.name}", group, _tilegemm("2x2", p.name)))
+        for p in others:
+            out.append(Contender(f"tilegemm {p.name}", group, _tilegemm("2x2", p.name)))
         out += natives
         element = instr.a.element
         out.append(Contender("numpy float32", group, _numpy_as(np.float32)))

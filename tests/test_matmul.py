@@ -180,10 +180,19 @@ def test_special_values_random_mix(dtype, path):
             2.0**-20,
         ]
     )
+    fmt = instr(dtype)
+
+    def draw(shape, scale=1.0):  # complex dtypes: both parts from the pool
+        x = rng.choice(pool, shape) * scale
+        if fmt.lanes == 2:
+            x = x.astype(complex)
+            x.imag = rng.choice(pool, shape) * scale
+        return x
+
     for m, n, k in [(17, 18, 33), (5, 33, 64), (32, 32, 7)]:
-        a = rng.choice(pool, (m, k)) * rng.choice([1.0, 1.5, 0.75], (m, k))
-        b = rng.choice(pool, (k, n))
-        c = rng.choice(pool, (m, n)).astype(np.float32)
+        a = draw((m, k), rng.choice([1.0, 1.5, 0.75], (m, k)))
+        b = draw((k, n))
+        c = draw((m, n)).astype(fmt.acc)
         want = tilegemm.reference.matmul(a, b, dtype, c=c)
         for tiling in SEED_TILINGS + ("2x3", "6x1"):
             out = c.copy()

@@ -61,6 +61,11 @@ class BitDiff:
         )
 
 
+def _parts(x: np.ndarray) -> np.ndarray:
+    """A complex64 array as float32 (..., 2), real and imaginary parts bit for bit."""
+    return np.ascontiguousarray(x).view(np.float32).reshape(x.shape + (2,))
+
+
 def _ordered(x: np.ndarray) -> np.ndarray:
     """binary32 bits -> integers in numeric order (+0 and -0 both map to 0)."""
     bits = x.view(np.int32).astype(np.int64)
@@ -68,7 +73,8 @@ def _ordered(x: np.ndarray) -> np.ndarray:
 
 
 def bitdiff(x, y) -> BitDiff:
-    """Compare two float32 or int32 results bit for bit.
+    """Compare two float32, complex64 or int32 results bit for bit. A complex64 result compares
+    as its float32 parts (indices gain a last axis: 0 real, 1 imaginary).
 
     Examples
     --------
@@ -83,6 +89,8 @@ def bitdiff(x, y) -> BitDiff:
         raise ValueError(f"bitdiff needs arrays of one shape, got {x.shape} and {y.shape}")
     if x.dtype != y.dtype:
         raise TypeError(f"bitdiff needs arrays of one dtype, got {x.dtype} and {y.dtype}")
+    if x.dtype == np.complex64:
+        return bitdiff(_parts(x), _parts(y))
     if x.dtype == np.float32:
         nx, ny = np.isnan(x), np.isnan(y)
         both = ~nx & ~ny
@@ -95,7 +103,7 @@ def bitdiff(x, y) -> BitDiff:
         differ = x != y
         ulp = np.abs(x.astype(np.int64) - y.astype(np.int64))
     else:
-        raise TypeError(f"bitdiff compares float32 or integer results, got {x.dtype}")
+        raise TypeError(f"bitdiff compares float32, complex64 or integer results, got {x.dtype}")
     where = np.argwhere(differ)
     return BitDiff(
         count=int(differ.sum()),

@@ -50,7 +50,8 @@ class Family:
     variant:
         The fast body's variant constant in ``tilegemm.kernels.tiles`` (for reading its code).
     a_layout, b_layout:
-        What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values, or
+        What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values (a complex
+        element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats), or
         ``"bytes"`` the 8-bit codes.
     """
 
@@ -68,12 +69,13 @@ class Family:
 
         return getattr(gemm, getattr(self, which))  # type: ignore[no-any-return]
 
-    def superblock_step(self, rows: int, cols: int) -> Callable[..., Any]:
+    def superblock_step(self, rows: int, cols: int, lanes: int = 1, codes: tuple = ()) -> Callable[..., Any]:
         """A compilable function running one K step of a rows x cols superblock through the fast
-        body (``tilegemm.kernels.gemm.superblock_step``), for reading its code."""
+        body (``tilegemm.kernels.gemm.superblock_step``), for reading its code. ``lanes``: C
+        values per output; ``codes``: switch indices (the defaults: zeros)."""
         from .kernels import gemm, tiles
 
-        return gemm.superblock_step(getattr(tiles, self.variant), rows, cols)  # type: ignore[no-any-return]
+        return gemm.superblock_step(getattr(tiles, self.variant), rows, cols, lanes, codes)  # type: ignore[no-any-return]
 
 
 #: Kernel families by name.
@@ -82,6 +84,8 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
         "f32pairs": Family("f32pairs", "gemm_amx_fast", "gemm_amx_exact", "AMX_FAST", "f32", "f32", True),
         "vdp": Family("vdp", "gemm_avx512_fast", "gemm_avx512_exact", "AVX512_FAST", "f32", "f32", True),
         "i8quads": Family("i8quads", "gemm_int", "gemm_int", "AMX_EXACT", "bytes", "bytes", False),
+        "cfp16": Family("cfp16", "gemm_cfp16_fast", "gemm_cfp16_exact", "CFP16_FAST", "f32", "f32", True),
+        "fp8quads": Family("fp8quads", "gemm_fp8_fast", "gemm_fp8_exact", "FP8_FAST", "f64", "f64", True),
     }
 )
 

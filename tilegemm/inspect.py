@@ -55,16 +55,14 @@ def _probe(isa, dtype, tiling):
 
     kern = dispatch.lookup(isa, dtype, tiling)
     instr, fam = kern.instruction, kern.family
-    step = fam.superblock_step(kern.rows, kern.cols)
-    k = instr.k_step
-    if fam.a_layout == "f32":
-        A = np.zeros(kern.rows * 16 * k, np.float32)
-        B = np.zeros(kern.cols * 16 * k, np.float32)
-    else:
-        A = np.zeros(kern.rows * 16 * k, instr.a.storage)
-        B = np.zeros(kern.cols * 16 * k, instr.b.storage)
-    C = np.zeros(kern.rows * kern.cols * 256, instr.acc)
-    scratch = np.zeros(256, instr.acc)
+    lanes = instr.a.lanes  # values per element: a complex element is two
+    step = fam.superblock_step(kern.rows, kern.cols, instr.lanes, tuple(0 for _ in instr.switches))
+    k = instr.k_step * lanes
+    layout_dtypes = {"f32": np.float32, "f64": np.float64}
+    A = np.zeros(kern.rows * 16 * k, layout_dtypes.get(fam.a_layout, instr.a.storage))
+    B = np.zeros(kern.cols * 16 * k, layout_dtypes.get(fam.b_layout, instr.b.storage))
+    C = np.zeros(kern.rows * kern.cols * 256 * instr.lanes, instr.kernel_acc)
+    scratch = np.zeros(256 * instr.lanes, instr.kernel_acc)
     step.compile(tuple(typeof(x) for x in (A, B, C, scratch)))
     return step, step.signatures[-1]
 

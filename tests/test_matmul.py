@@ -218,3 +218,16 @@ def test_auto_and_infeasible_tilings():
         tilegemm.matmul(np.ones((2, 2)), np.ones((2, 2)), tiling="2x4")
     assert len(tilegemm.TILINGS) == 14
     assert all(int(t[0]) * int(t[2]) + 2 <= 8 for t in tilegemm.TILINGS)
+
+
+def test_bench_sweep_covers_complex_and_fp8():
+    """The sweep's rows for the new dtypes: exact, measured against their numpy yardstick."""
+    from tilegemm import benchmark
+
+    names = {c.name for c in benchmark.contenders(("2x2",), ("cfp16", "hf8"))}
+    assert names == {"tilegemm 2x2", "numpy complex64", "numpy float32"}
+    rows = benchmark.sweep((32,), ("CFP16", "HF8"), threads=1, budget=5.0, tilings=("2x2",))
+    by = {(r.group, r.contender): r for r in rows}
+    assert by[("CFP16", "tilegemm 2x2")].differs == 0 and by[("HF8", "tilegemm 2x2")].differs == 0
+    assert by[("CFP16", "numpy complex64")].efficiency == 1.0 and by[("CFP16", "tilegemm 2x2")].efficiency > 0
+    assert by[("HF8", "numpy float32")].max_ulp is not None

@@ -1,7 +1,7 @@
 """Worked examples of AMX-COMPLEX and AMX-FP8, each with its bits worked out by hand from the
-instruction definitions (Intel SDM for TCMM*FP16PS; the ISE with Bochs, clang and GCC for
-TDP*F8PS). Operands are given as the dwords a tile row holds; the comment beside each case says how
-the result follows. Nothing here was produced by running tilegemm.
+instruction definitions (Intel SDM for TCMM*FP16PS; the Intel ISE for TDP*F8PS). Operands are
+given as the dwords a tile row holds; the comment beside each case says how the result follows.
+Nothing here was produced by running tilegemm.
 """
 
 from __future__ import annotations

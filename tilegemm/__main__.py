@@ -14,6 +14,7 @@ import numpy as np
 
 from . import reference
 from .api import matmul
+from .benchmark import SEED_DTYPES, flops
 from .compare import bitdiff
 from .instructions import DEFAULT_ISA, PROFILES
 from .packing import pack
@@ -41,11 +42,13 @@ def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=sys.stdout) -> in
                 a, b = fmt.sample(size, size, size, rng)
                 packed = pack(b, name)
                 got = matmul(a, packed, tiling=tiling)
-                rate = _gflops(lambda: matmul(a, packed, tiling=tiling), 2.0 * size**3)
-                # What the usual stand-in returns: upcast the rounded inputs, float32 numpy.matmul.
-                a_in = fmt.a.to_element(a, "a", name).astype(np.float32)
-                b_in = packed.unpack().astype(np.float32)
-                naive = (a_in @ b_in).astype(fmt.acc)
+                rate = _gflops(lambda: matmul(a, packed, tiling=tiling), flops(fmt, size))
+                # What the usual stand-in returns: upcast the rounded inputs, float32 numpy.matmul
+                # (complex64 for complex inputs).
+                a_in = fmt.a.decode(fmt.a.to_codes(a, "a", name))
+                b_in = fmt.b.decode(packed.unpack().view(fmt.b.storage))
+                wide = np.result_type(a_in.dtype, np.float32)
+                naive = (a_in.astype(wide) @ b_in.astype(wide)).astype(fmt.acc)
                 share = bitdiff(got, naive).share
                 print(
                     f"{name:6} {tiling:6} {size:5d} {'exact' if ok else 'WRONG':>8} {rate:8.2f} {share:22.1%}", file=out
@@ -91,7 +94,13 @@ def main(argv=None) -> int:
     bn.add_argument(
         "--sizes", type=int, nargs="+", default=None, help="square sizes, up to 8192 (default 256 512 1024 2048)"
     )
-    bn.add_argument("--dtypes", nargs="+", default=["bf16", "int8", "fp16"], choices=["bf16", "int8", "fp16"])
+    bn.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=list(SEED_DTYPES),
+        choices=list(PROFILES[DEFAULT_ISA].names()),
+        help="dtypes to sweep (default: the seed's bf16 int8 fp16)",
+    )
     bn.add_argument("--threads", type=int, default=None, help="threads for every contender alike")
     bn.add_argument("--budget", type=float, default=30.0, help="seconds per contender and size (default 30)")
     bn.add_argument("--out", default="bench-results", help="folder for bench.json, bench.csv, bench.png")

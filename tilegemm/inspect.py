@@ -6,8 +6,9 @@
   code be inspected).
 - :func:`vector_report`: what that hot loop is made of, for this host or (``cpu=``) another target,
   compiled in a subprocess with ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` and never run.
-- :func:`amx_asm`: the seed's loop for a tiling as a Granite Rapids core would execute it
-  (``ldtilecfg``, ``tileloadd``, ``tdpbf16ps %tmm6, %tmm4, %tmm0`` ...), produced by LLVM through
+- :func:`amx_asm`: the seed's loop for a tiling as an AMX core would execute it (``ldtilecfg``,
+  ``tileloadd``, ``tdpbf16ps %tmm6, %tmm4, %tmm0`` ...; Granite Rapids for BF16/FP16/INT8,
+  Granite Rapids-D for AMX-COMPLEX, Diamond Rapids for AMX-FP8), produced by LLVM through
   llvmlite from the AMX intrinsics, compile-only.
 
 The kernel a call uses is found through ``tilegemm.dispatch`` like ``matmul`` finds it.
@@ -202,13 +203,17 @@ def _seed_loop(tiling: str) -> list[tuple]:
     return out
 
 
-def _tile_instruction(dtype, isa):
+def _tile_instructions(dtype, isa):
+    """The tile instructions a dtype runs: the record itself, or its parts (complex: RL, IM)."""
+    from .instructions import INSTRUCTIONS
+
     instr = resolve(isa, dtype)[2]
-    if instr.tile_method is None:
+    tiles = [INSTRUCTIONS[p] for p in instr.parts] or [instr]
+    if any(t.tile_method is None for t in tiles):
         raise ValueError(
             f"{instr.mnemonic} (isa={isa!r}, dtype={dtype!r}) is not a tile instruction; amx_asm needs one"
         )
-    return instr
+    return tiles
 
 
 def amx_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
@@ -217,15 +222,14 @@ def amx_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
     ``void kernel(ptr cfg, ptr A, i64 lda, ptr B, ptr C, i64 ldc, i64 ksteps)``: A row-major
     (row block r at A + 16*r*lda), B packed as the seed packs it (the superblock's C column
     blocks 1 KiB apart, the next K step C KiB on), C row-major. ``tiling``: any of
-    :data:`tilegemm.TILINGS` (see :func:`_seed_loop` for the tile numbers).
+    :data:`tilegemm.TILINGS` (see :func:`_seed_loop` for the tile numbers). A dtype that runs
+    several instructions (``"cfp16"``) gets one such function per instruction, each a pass
+    over K into its own FP32 C (the real parts through TCMMRLFP16PS, the imaginary parts through
+    TCMMIMFP16PS), so that every tiling keeps its register plan.
     """
-    instr = _tile_instruction(dtype, isa)
+    tiles = _tile_instructions(dtype, isa)
     if tiling not in dispatch.TILINGS:
         raise ValueError(dispatch._tiling_error(tiling))
-    rows, cols = dispatch.parse_tiling(tiling)
-    steps = _seed_loop(tiling)
-    accs = sorted({s[1] for s in steps if s[0] == "dp"})
-    name = instr.tile_method
     lines = [
         'target triple = "x86_64-unknown-linux-gnu"',
         "declare void @llvm.x86.ldtilecfg(ptr)",
@@ -233,7 +237,19 @@ def amx_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
         "declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)",
         "declare void @llvm.x86.tilezero(i8 immarg)",
         "declare void @llvm.x86.tilerelease()",
-        f"declare void @{instr.llvm}(i8 immarg, i8 immarg, i8 immarg)",
+    ]
+    lines += [f"declare void @{t.llvm}(i8 immarg, i8 immarg, i8 immarg)" for t in tiles]
+    for t in tiles:
+        lines += _seed_function(t, tiling)
+    return "\n".join(lines) + "\n"
+
+
+def _seed_function(instr, tiling) -> list[str]:
+    rows, cols = dispatch.parse_tiling(tiling)
+    steps = _seed_loop(tiling)
+    accs = sorted({s[1] for s in steps if s[0] == "dp"})
+    name = instr.tile_method
+    lines = [
         f"define void @seed_{name}_{tiling}(ptr %cfg, ptr %A, i64 %lda, ptr %B, ptr %C, i64 %ldc, i64 %ksteps) {{",
         "entry:",
         "  call void @llvm.x86.ldtilecfg(ptr %cfg)",
@@ -273,19 +289,25 @@ def amx_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
         lines.append(f"  %pc{t} = getelementptr i8, ptr %pc{t}r, i64 {64 * c}")
         lines.append(f"  call void @llvm.x86.tilestored64(i8 {t}, ptr %pc{t}, i64 %ldc)")
     lines += ["  call void @llvm.x86.tilerelease()", "  ret void", "}"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def amx_asm(dtype="bf16", tiling="2x2", isa="amx") -> str:
-    """Assembly of :func:`amx_ir` for Granite Rapids (the seed's CPU; Sapphire Rapids lacks
-    AMX-FP16), compiled by LLVM through llvmlite and never run."""
+    """Assembly of :func:`amx_ir` for the CPU the instruction record names (``llvm_cpu``):
+    Granite Rapids, the seed's CPU, for AMX-BF16/INT8/FP16 (Sapphire Rapids lacks AMX-FP16);
+    Granite Rapids-D for AMX-COMPLEX; Diamond Rapids for AMX-FP8. Compiled by the LLVM inside
+    llvmlite (which knows all of these intrinsics) and never run."""
     import llvmlite.binding as llvm
 
+    tiles = _tile_instructions(dtype, isa)
     text = amx_ir(dtype, tiling, isa)
     mod = llvm.parse_assembly(text)
     mod.verify()
+    # LLVM aborts the process on an intrinsic its target lacks, so every feature is named.
+    features = ["+amx-tile", "+amx-int8", "+amx-bf16", "+amx-fp16"]
+    features += [f"+{t.cpu_flag.replace('_', '-')}" for t in tiles if t.cpu_flag]
     tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(
-        cpu="graniterapids", features="+amx-tile,+amx-int8,+amx-bf16,+amx-fp16", opt=2
+        cpu=tiles[0].llvm_cpu, features=",".join(dict.fromkeys(features)), opt=2
     )
     out = tm.emit_assembly(mod)
     noise = re.compile(r"\s*\.(cfi_|p2align|file|type|size|section|ident|addrsig)")

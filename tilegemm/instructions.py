@@ -292,8 +292,8 @@ def _amx_int(mnemonic: str, a: NumberFormat, b: NumberFormat) -> Instruction:
     )
 
 
-# AMX-COMPLEX and AMX-FP8 leave points open that the Intel SDM / ISE text, Bochs, clang and GCC do
-# not settle; each is a switch whose first value is the reading tilegemm computes by default
+# AMX-COMPLEX and AMX-FP8 leave points open that the published definitions (Intel SDM, ISE) do not
+# settle; each is a switch whose first value is the reading tilegemm computes by default
 # (docs/amx-complex.md, docs/amx-fp8.md show the example that tells the readings apart).
 _TCMM_SWITCHES = (
     Switch(

@@ -469,3 +469,30 @@ def test_tile_api_faults_and_names():
 
     for name in ("_tile_dpbf8ps", "_tile_dpbhf8ps", "_tile_dphbf8ps", "_tile_dphf8ps"):
         assert callable(getattr(intrinsics, name)) and name in intrinsics.__all__
+
+
+def test_float32_rounding_matches_ml_dtypes_on_a_dense_sample():
+    """The compiled float32 -> E5M2 / E4M3 rounding matmul uses for float32 operands: every
+    exponent, both sides of every rounding boundary of both formats, NaN payloads and both signs."""
+    from tilegemm.convert import f32_to_e4m3fn, f32_to_e5m2
+
+    exps = np.arange(256, dtype=np.uint32) << 23
+    edges = [0, 1, 2, 3, 0x7FFFFF, 0x400000, 0x3FFFFF, 0x400001, 0x600000, 0x500000]
+    for shift in range(14, 23):  # halfway points of every mantissa width a denormal can keep
+        edges += [(1 << shift) - 1, 1 << shift, (1 << shift) + 1, 3 << shift, (3 << shift) - 1]
+    rng = np.random.default_rng(3)
+    mant = np.concatenate([np.uint32(edges) & 0x7FFFFF, rng.integers(0, 2**23, 100, dtype=np.uint32)])
+    bits = (exps[:, None] | mant[None, :]).ravel()
+    bits = np.concatenate([bits, bits | 0x80000000])
+    x = bits.view(np.float32)
+    for f, fmt in ((f32_to_e5m2, BF8), (f32_to_e4m3fn, HF8)):
+        with np.errstate(all="ignore"):
+            want = x.astype(ML[fmt.name]).view(np.uint8)
+        assert np.array_equal(f(bits), want), fmt.name
+        assert fmt.f32_round is f
+        y = x[np.isfinite(x)].reshape(-1, 1)
+        assert_bits(
+            tilegemm.matmul(y, np.ones((1, 1), np.float32), fmt.name),
+            tilegemm.matmul(y.astype(np.float64), np.ones((1, 1)), fmt.name),
+            f"{fmt.name} float32 A through the compiled rounding",
+        )

@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from .convert import f32_to_bf16, f32_to_fp16
+from .convert import f32_to_bf16, f32_to_e4m3fn, f32_to_e5m2, f32_to_fp16
 
 __all__ = [
     "NumberFormat",
@@ -320,11 +320,18 @@ BF16 = NumberFormat("bf16", "bfloat16", np.dtype(np.uint16), 8, "ml_dtypes", f32
 FP16 = NumberFormat("fp16", "float16", np.dtype(np.uint16), 11, "numpy", f32_to_fp16)
 #: OCP E5M2 (AMX-FP8's "BF8"): bias 15, infinities and NaNs at exponent 31.
 BF8 = NumberFormat(
-    "bf8", "float8_e5m2", np.dtype(np.uint8), 3, "ml_dtypes", None, np.dtype(np.uint8), Minifloat(5, 2, 15, True)
+    "bf8", "float8_e5m2", np.dtype(np.uint8), 3, "ml_dtypes", f32_to_e5m2, np.dtype(np.uint8), Minifloat(5, 2, 15, True)
 )
 #: OCP E4M3 "fn" (AMX-FP8's "HF8"): bias 7, no infinity, NaN only at 0x7F and 0xFF.
 HF8 = NumberFormat(
-    "hf8", "float8_e4m3fn", np.dtype(np.uint8), 4, "ml_dtypes", None, np.dtype(np.uint8), Minifloat(4, 3, 7, False)
+    "hf8",
+    "float8_e4m3fn",
+    np.dtype(np.uint8),
+    4,
+    "ml_dtypes",
+    f32_to_e4m3fn,
+    np.dtype(np.uint8),
+    Minifloat(4, 3, 7, False),
 )
 #: A complex number as two FP16 values in a dword (AMX-COMPLEX): real in bits 15:0, imaginary in 31:16.
 CFP16 = ComplexFormat("cfp16", "complex FP16 pair", np.dtype(np.uint32), 11, codes_from=np.dtype(np.uint32), part=FP16)

@@ -188,7 +188,7 @@ def a_panels(
     of its non-zero finite values (None: none).
 
     ``a`` holds codes, or float32 values headed for a 16-bit float format, which the same
-    compiled pass rounds (RNE) and widens.
+    compiled pass rounds (RNE) and widens (or, for an 8-bit float, a compiled pass before it).
     """
     nA, M, K = a.shape
     lanes = instr.a.lanes
@@ -198,6 +198,8 @@ def a_panels(
         convert.pack_a_int(a, A)
         return A, None
     if layout == "f64":
+        if a.dtype == np.float32:  # headed for an 8-bit float: rounded here (RNE, as ml_dtypes)
+            a = instr.a.f32_round(a.view(np.uint32))  # type: ignore[misc]
         A64 = np.zeros(panels, np.float64)
         return A64, float8.pack_a(a, instr.a, A64)
     if lanes > 1:

@@ -186,6 +186,27 @@ def gemm_fp8_exact(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
     _gemm(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
 
 
+# The tile API's entry points (``tilegemm.amx.TileUnit``): one tile multiply of the exact
+# variant, on the calling thread (a parallel launch per instruction would wait for a worker).
+# Operands as for the GEMM entries with one panel and one block; ``ia``/``ib`` are implied.
+_ONE = np.zeros(1, np.int64)
+
+
+@njit(cache=True)
+def tile_amx(A, B, C, k):
+    _gemm(A, B, C, _ONE, _ONE, k, 1, 1, AMX_EXACT, (), 1)  # TDPBF16PS/TDPFP16PS, and TDPB*D by C's type
+
+
+@njit(cache=True)
+def tile_cfp16(A, B, C, k, rl_negate, im_lane_order):
+    _gemm(A, B, C, _ONE, _ONE, 2 * k, 1, 1, CFP16_EXACT, (rl_negate, im_lane_order), 2)
+
+
+@njit(cache=True)
+def tile_fp8(A, B, C, k, inf_cancel, dst_daz):
+    _gemm(A, B, C, _ONE, _ONE, k, 1, 1, FP8_EXACT, (inf_cancel, dst_daz), 1)
+
+
 def superblock_step(variant, rows, cols, lanes=1, codes=()):
     """One K step of one superblock (``rows`` x ``cols`` full C tiles) through a variant's body,
     compiled on demand for reading its code (``tilegemm.inspect``). Not cached: Numba shows the
@@ -233,6 +254,9 @@ ENTRY_POINTS = (
     gemm_cfp16_exact,
     gemm_fp8_fast,
     gemm_fp8_exact,
+    tile_amx,
+    tile_cfp16,
+    tile_fp8,
 )
 DEPENDENCIES = (tiles, vector, exact, targets, cfp16, fp8)
 for _fn in ENTRY_POINTS:

@@ -220,9 +220,20 @@ def tile_operands(
     panel ``(1, 1, 1, 16, ...)`` and B as one kernel block ``(1, 1, 1, 16, ...)``, zero-padded.
 
     ``a_codes``: (M, group*K4) codes of the A tile; ``b_codes``: (K4, N, group) codes of the B
-    tile in VNNI order. The layout is the kernel family's (see :func:`kernel_blocks`).
+    tile in VNNI order. The layout is the kernel family's (see :func:`kernel_blocks`). Runs no
+    parallel code: the tile API calls it once per instruction.
     """
-    A, _ = a_panels(instr, layout, np.ascontiguousarray(a_codes)[None], 1)
+    m, kk = a_codes.shape
+    panel = np.zeros((1, 1, 1, TILE_ROWS, instr.k_step), instr.a.storage)
+    panel[0, 0, 0, :m, :kk] = a_codes
+    if instr.a.lanes > 1:
+        panel = panel.view(instr.a.part.storage)  # type: ignore[attr-defined]  # (re, im) side by side
+    if layout == "f32":
+        A = _WIDEN[(instr.a, instr.daz_inputs)](panel).view(np.float32)
+    elif layout == "f64":
+        A = float8.decode_table(instr.a)[panel]
+    else:
+        A = panel
     k4, n, g = b_codes.shape
     el = np.zeros((1, 1, TILE_ROWS, TILE_N, g), instr.b.storage)
     el[0, 0, :k4, :n] = b_codes

@@ -4,7 +4,7 @@ Instructions are methods named after them; the tile multiplies (``tdpbf16ps`` ..
 the instruction records of :mod:`tilegemm.instructions`, one method per record with a tile form.
 Each checks every condition under which the SDM raises a fault before it changes anything, so a
 fault leaves registers, configuration and counters exactly as they were. A multiply runs its
-kernel family's exact entry point (``tilegemm.kernels.gemm``) on the one tile, the exact
+kernel family's tile entry point (``tilegemm.kernels.gemm``: the exact variant on the one tile), the exact
 arithmetic of ``docs/semantics.md`` that the fast ``matmul`` path is tested against bit for bit.
 Instructions with open points take their switches as keywords (``u.tdpbf8ps(0, 1, 2,
 fp8_inf_cancel="sde_revive")``), defaulting to the normative readings.
@@ -196,8 +196,7 @@ class TileUnit:
         a_codes = self.tiles[a, :m, :acolsb].view(record.a.storage)
         b_codes = self.tiles[b, :k4, :bcolsb].view(record.b.storage).reshape(k4, n, record.group)
         A, B = tile_operands(record, family.a_layout, a_codes, b_codes)
-        one = np.zeros(1, np.int64)
-        family.entry("exact")(A, B, C, one, one, k4 * record.group, 1, 1, *codes)
+        family.entry("tile")(A, B, C, k4 * record.group, *codes)
         self.tiles[dst] = 0  # rows M..15 and bytes colsb..63 of dst become zero
         self.tiles[dst, :m, :dcolsb] = np.ascontiguousarray(C[0, :, (record.part or 0) :: lanes]).view(np.uint8)
         self._count(instr, macs=m * n * k4 * record.group)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import assert_bits
+from fpenv import DAZ, FTZ, X86, mxcsr_flags
 from oracle import exact_op
 from worked_examples import COMPLEX, SWITCHES, f32, g1
 
@@ -275,3 +276,29 @@ def test_tile_api_matches_matmul_on_full_tiles():
     assert_bits(u.tile(3, np.float32), want[..., 0], "RL tile")
     assert_bits(u.tile(4, np.float32), want[..., 1], "IM tile")
     assert u.counters.macs == 2 * 16 * 16 * 16
+
+
+@pytest.mark.skipif(not X86, reason="MXCSR exists on x86 only")
+def test_caller_ftz_daz_does_not_change_bits(path):
+    rng = np.random.default_rng(13)
+    a = (rng.standard_normal((19, 40)) + 1j * rng.standard_normal((19, 40))) * 2.0**-12
+    b = rng.standard_normal((40, 18)) + 1j * rng.standard_normal((40, 18))
+    a[0, :3] = [2.0**-24, 2.0**-24 * 1j, -(2.0**-20)]  # FP16 denormals
+    c = (rng.standard_normal((19, 18)) * 2.0**-20).astype(np.complex64)
+    c.view(np.float32)[0, :2] = [f32(0x80000001), f32(0x00000003)]
+    runs = [(a, b, c)] + [(np.uint32([[x[1]]]), np.uint32([[x[2]]]), c64(x[3], x[3])) for x in COMPLEX]
+
+    def go():
+        outs = []
+        for x, y, cc in runs:
+            out = cc.copy()
+            tilegemm.matmul(x, y, "cfp16", out=out, accumulate=True, threads=1)
+            outs.append(out)
+        return outs
+
+    want = go()
+    with mxcsr_flags(FTZ | DAZ):
+        got = go()
+    for g, w, (x, y, cc) in zip(got, want, runs):
+        assert_bits(g, w, "under FTZ|DAZ")
+        assert_bits(w, reference.matmul(x, y, "cfp16", c=cc), "reference")

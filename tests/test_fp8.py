@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conftest import SEED_TILINGS, assert_bits, instr
+from fpenv import DAZ, FTZ, X86, mxcsr_flags
 from numba import njit
 from oracle import _round24, exact_op
 from tilegemm.kernels import exact
@@ -496,3 +497,33 @@ def test_float32_rounding_matches_ml_dtypes_on_a_dense_sample():
             tilegemm.matmul(y.astype(np.float64), np.ones((1, 1)), fmt.name),
             f"{fmt.name} float32 A through the compiled rounding",
         )
+
+
+@pytest.mark.skipif(not X86, reason="MXCSR exists on x86 only")
+def test_caller_ftz_daz_does_not_change_bits(path):
+    """The binary64 sums, the conversion and the final add never meet a denormal, and the exact
+    body does not use the FPU's flags: a caller's FTZ|DAZ changes nothing."""
+    rng = np.random.default_rng(12)
+    runs = []
+    for dtype in FP8_DTYPES:
+        fa, fb = _formats(dtype)
+        a, b = _mixed_codes(rng, (19, 70), fa), _mixed_codes(rng, (70, 18), fb)
+        c = rng.standard_normal((19, 18)).astype(np.float32)
+        c[0, :3] = [f32(0x80000001), f32(0x00400000), -0.0]  # denormal and zero starting values
+        runs += [(a, b, dtype, c, {}), (a, b, dtype, c, {"fp8_dst_daz": False})]
+    runs += [(*fp8_operands(x[2], x[3]), x[1], np.array([[f32(x[4])]]), {}) for x in FP8]
+
+    def go():
+        outs = []
+        for a, b, dtype, c, sw in runs:
+            out = c.copy()
+            tilegemm.matmul(a, b, dtype, out=out, accumulate=True, threads=1, **sw)
+            outs.append(out)
+        return outs
+
+    want = go()
+    with mxcsr_flags(FTZ | DAZ):
+        got = go()
+    for g, w, (a, b, dtype, c, sw) in zip(got, want, runs):
+        assert_bits(g, w, f"{dtype} {sw} under FTZ|DAZ")
+        assert_bits(w, reference.matmul(a, b, dtype, c=c, **sw), f"{dtype} {sw}")

@@ -302,3 +302,17 @@ def test_caller_ftz_daz_does_not_change_bits(path):
     for g, w, (x, y, cc) in zip(got, want, runs):
         assert_bits(g, w, "under FTZ|DAZ")
         assert_bits(w, reference.matmul(x, y, "cfp16", c=cc), "reference")
+
+
+@pytest.mark.parametrize("switch,value,example,lane,out", [s for s in SWITCHES if s[0].startswith("tcmm")])
+def test_switches_reach_matmul_and_the_tile_api(switch, value, example, lane, out, path):
+    """Kernels and tiles take the switches; results keep NaN-ness (payloads are the reference's)."""
+    _, a, b, dst, rl, im = next(c for c in COMPLEX if c[0] == example)
+    want = reference.matmul(np.uint32([[a]]), np.uint32([[b]]), "cfp16", c=c64(dst, dst), **{switch: value})
+    for tiling in ("1x1", "2x2"):
+        got = c64(dst, dst)
+        tilegemm.matmul(
+            np.uint32([[a]]), np.uint32([[b]]), "cfp16", tiling, out=got, accumulate=True, **{switch: value}
+        )
+        assert_bits(got, want, f"{switch}={value} {tiling}")
+    assert_bits(_tile_multiply(lane, a, b, dst, **{switch: value}), parts(want)[..., LANES[lane]], "tile API")

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..convert import fp16_to_f32
 from ..formats import daz
+from ..instructions import INSTRUCTIONS
 from .amx import _steps
 from .binary32 import _QUIET, add32_x86, fma32_x86
 
@@ -90,8 +91,6 @@ def tcmm_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, **switches) ->
 def cfp16_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, **switches) -> np.ndarray:
     """``C + A @ B`` as complex64: the real part through TCMMRLFP16PS, the imaginary part through
     TCMMIMFP16PS (``instr.parts``), each an FP32 result of its own."""
-    from ..instructions import INSTRUCTIONS
-
     C = np.asarray(C, np.complex64)
     out = np.empty(C.shape, np.complex64)
     planes = out.view(np.float32).reshape(C.shape + (2,))  # (re, im) interleaved, bit for bit

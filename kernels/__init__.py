@@ -3,22 +3,28 @@
 - ``gemm.py``: the tile loop (superblocks in ``prange``), shared by every instruction.
 - ``tiles.py``: one tile multiply per instruction family, chosen at compile time by operand type.
 - ``vector.py``: the register-blocked vector bodies, as explicit LLVM vector IR.
-- ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state.
+- ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state; the
+  8-bit float decode (``fp8_fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
+- ``cfp16.py``, ``fp8.py``: the AMX-COMPLEX and AMX-FP8 tile multiplies (fast and exact bodies).
 
 The contract of the entry points in ``gemm.py`` (``gemm_amx_fast``, ``gemm_amx_exact``,
-``gemm_avx512_fast``, ``gemm_avx512_exact``, ``gemm_int``; the framework in ``tilegemm/``
-prepares the operands and looks the kernel up in ``tilegemm.dispatch``; a kernel never converts,
-packs or checks input):
+``gemm_avx512_fast``, ``gemm_avx512_exact``, ``gemm_int``, ``gemm_cfp16_*``, ``gemm_fp8_*``; the
+framework in ``tilegemm/`` prepares the operands and looks the kernel up in ``tilegemm.dispatch``;
+a kernel never converts, packs or checks input):
 
-``gemm_*(A, B, C, ia, ib, k, rows, cols)``
+``gemm_*(A, B, C, ia, ib, k, rows, cols, *switch_codes)``
 
 - ``A``: ``(nA, M_tiles, KB, 16, k_step)`` C-contiguous panels (one 16-row tile of A per K
   step, contiguous), the kernel element type (exact float32 values, or int8/uint8), zero-padded
   along M and K (``tilegemm.convert.pack_a_float`` / ``pack_a_int``).
 - ``B``: ``(nB, NB, KB, 16, ...)`` C-contiguous, column panels first (``tilegemm.PackedB.kernel_b``): for int8 the
-  packed VNNI bytes ``[quad][n][4]``; for floats exact float32 ``[pair][even/odd][n]``.
+  packed VNNI bytes ``[quad][n][4]``; for floats exact float32 ``[pair][even/odd][n]``; for
+  complex FP16 float32 ``[k][re/im][n]`` (A panels then hold (re, im) pairs, 2 * k_step values
+  a row); for the 8-bit floats exact binary64 ``[k][n]`` (A panels binary64 too).
 - ``C``: ``(nC, M, N)`` C-contiguous float32/int32 holding the starting values (zeros, or the
-  caller's C already read with DAZ). Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.
+  caller's C already read with DAZ; complex results as ``(nC, M, 2N)`` interleaved float32).
+  Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.
+- ``switch_codes``: the indices of the instruction's switch values, where it has switches.
 - ``k``: the true K (the tail rule, docs/semantics.md section 6, needs it).
 - ``rows``, ``cols``: the tiling, in C tiles of 16 x 16 per superblock (``1, 1`` or ``2, 2``).
 - ``*_exact``: scalar fma32/add32 with DAZ/FTZ, for any input; ``*_fast``: vector FMA code,

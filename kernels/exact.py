@@ -85,3 +85,83 @@ def add32(x, y):
     """add32(x, y) = round32(x + y), FTZ (operands already DAZ-read)."""
     s, t = two_sum(np.float64(x), np.float64(y))
     return round_ftz(s, t)
+
+
+# -- 8-bit floats and exact fixed-point sums (AMX-FP8) ----------------------------------------------
+# The compiled twins of tilegemm.reference.fp8.fix/kinds and round_scaled (tested against them).
+
+FP8_FINITE, FP8_NAN, FP8_POS_INF, FP8_NEG_INF = 0, 1, 2, 3
+
+
+@njit(cache=True, inline="always")
+def fp8_fix(code, ebits, mbits, ieee):
+    """``(kind, fix)`` of an 8-bit float code: kind FP8_FINITE, FP8_NAN, FP8_POS_INF or
+    FP8_NEG_INF; fix the exact integer value * 2^(bias + mbits - 1) of a finite code (else 0).
+    ``ieee``: the largest exponent holds infinities and NaNs (E5M2); otherwise only the all-ones
+    codes are NaN (E4M3 "fn")."""
+    c = np.int64(code) & 0xFF
+    sign = c >> 7
+    e = (c >> mbits) & ((1 << ebits) - 1)
+    f = c & ((1 << mbits) - 1)
+    if e == (1 << ebits) - 1:
+        if ieee:
+            if f != 0:
+                return FP8_NAN, np.int64(0)
+            return (FP8_NEG_INF if sign else FP8_POS_INF), np.int64(0)
+        if f == (1 << mbits) - 1:
+            return FP8_NAN, np.int64(0)
+    mag = ((f | (1 << mbits)) << (e - 1)) if e > 0 else f
+    return FP8_FINITE, (-mag if sign else mag)
+
+
+@njit(cache=True, inline="always")
+def _bit_length(x):
+    """Bits of a non-negative int64 (0 for 0)."""
+    n = 0
+    for s in (32, 16, 8, 4, 2, 1):
+        if x >> s:
+            x >>= s
+            n += s
+    return n + x
+
+
+@njit(cache=True, inline="always")
+def round_scaled(hi, lo, e):
+    """The binary32 nearest to the exact ``(hi * 2^32 + lo) * 2^e`` (int64 hi and lo, any signs,
+    |hi| < 2^62): 24 significant bits, ties to even, unbounded exponent; then a magnitude from
+    2^128 is an infinity and one below 2^-126 a zero of its sign. Zero gives +0."""
+    hi = hi + (lo >> 32)  # carry, so that 0 <= lo < 2^32
+    lo = lo & 0xFFFFFFFF
+    if hi == 0 and lo == 0:
+        return np.float32(0.0)
+    neg = hi < 0
+    if neg:  # magnitude = mh * 2^32 + ml, 0 <= ml < 2^32
+        mh, ml = (-hi, np.int64(0)) if lo == 0 else (-hi - 1, (np.int64(1) << 32) - lo)
+    else:
+        mh, ml = hi, lo
+    n = _bit_length(mh) + 32 if mh else _bit_length(ml)
+    shift = max(n - 24, 0)
+    if shift == 0:
+        q = ml
+    else:
+        if shift > 32:
+            q = mh >> (shift - 32)
+            rb = (mh >> (shift - 33)) & 1
+            sticky = (mh & ((np.int64(1) << (shift - 33)) - 1)) != 0 or ml != 0
+        elif shift == 32:
+            q = mh
+            rb = ml >> 31
+            sticky = (ml & 0x7FFFFFFF) != 0
+        else:
+            q = (mh << (32 - shift)) | (ml >> shift)
+            rb = (ml >> (shift - 1)) & 1
+            sticky = (ml & ((np.int64(1) << (shift - 1)) - 1)) != 0
+        if rb and (sticky or (q & 1)):
+            q += 1  # may reach 2^24: still exact below
+    top = _bit_length(q) - 1 + shift + e
+    if top >= 128:
+        return np.float32(-math.inf if neg else math.inf)
+    if top < -126:
+        return np.float32(-0.0 if neg else 0.0)
+    v = math.ldexp(np.float64(q), shift + e)  # at most 24 bits, a binary32 normal: exact
+    return np.float32(-v if neg else v)

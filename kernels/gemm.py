@@ -7,7 +7,9 @@ multiplies in the seed's order (C00, C01, C10, C11 for 2x2). Which tile multiply
 at compile time (``tiles.tile_multiply``) from the operand types (float32 C for
 TDPBF16PS/TDPFP16PS, int32 C for TDPB*D) and from the entry point's variant constant.
 
-Operand layouts are the contract in ``kernels/__init__.py``.
+Operand layouts are the contract in ``kernels/__init__.py``. Entry points of instructions with
+switches take the switch indices as trailing arguments and hand them to every tile multiply
+(``codes``); a complex result is C viewed as interleaved float32 (``lanes`` = 2 values per output).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import exact, targets, tiles, vector
+from . import cfp16, exact, fp8, targets, tiles, vector
 from ._cache import stamp_with_dependencies
+from .cfp16 import CFP16_EXACT, CFP16_FAST
+from .fp8 import FP8_EXACT, FP8_FAST
 from .tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST, TILE, tile_multiply
 
 # K steps per pass over all superblocks. Blocking K keeps the B blocks of a pass (K_CHUNK x N)
@@ -26,8 +30,9 @@ K_CHUNK = 8
 
 
 @njit(inline="always")
-def _gemm(A, B, C, ia, ib, k, rows, cols, variant):
-    nC, M, N = C.shape
+def _gemm(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
+    nC, M, NL = C.shape
+    N = NL // lanes
     MT, NB, KB = A.shape[1], B.shape[1], B.shape[2]
     block = B.shape[3] * B.shape[4] * B.shape[5]  # elements of one kernel B block
     k_step = A.shape[4]
@@ -60,19 +65,44 @@ def _gemm(A, B, C, ia, ib, k, rows, cols, variant):
                 group,
                 kc0,
                 min(kc0 + K_CHUNK, KB),
+                codes,
+                lanes,
             )
 
 
 @njit(cache=True, inline="always")
 def _superblock(
-    Af, Bf, Cf, ia, ib, k, rows, cols, variant, job, sm, sn, M, N, MT, NB, KB, k_step, block, group, kb_start, kb_stop
+    Af,
+    Bf,
+    Cf,
+    ia,
+    ib,
+    k,
+    rows,
+    cols,
+    variant,
+    job,
+    sm,
+    sn,
+    M,
+    N,
+    MT,
+    NB,
+    KB,
+    k_step,
+    block,
+    group,
+    kb_start,
+    kb_stop,
+    codes,
+    lanes,
 ):
     ci = job // (sm * sn)
     bm = (job // sn) % sm
     bn = job % sn
     ai = ia[ci]
     bi = ib[ci]
-    scratch = np.empty(TILE * TILE, Cf.dtype)
+    scratch = np.empty(TILE * TILE * lanes, Cf.dtype)
     for kb in range(kb_start, kb_stop):
         k0 = kb * k_step
         # The tail rule (docs/semantics.md, section 6): the last step runs ceil(remaining / group) groups.
@@ -88,9 +118,22 @@ def _superblock(
                 if n0 >= N:
                     break
                 b_off = ((bi * NB + n0 // TILE) * KB + kb) * block  # B column panel, K-contiguous
-                c_off = (ci * M + m0) * N + n0
+                c_off = ((ci * M + m0) * N + n0) * lanes
                 tile_multiply(
-                    Af, a_off, k_step, mr, ngroups, Bf, b_off, Cf, c_off, N, min(TILE, N - n0), scratch, variant
+                    Af,
+                    a_off,
+                    k_step,
+                    mr,
+                    ngroups,
+                    Bf,
+                    b_off,
+                    Cf,
+                    c_off,
+                    N * lanes,
+                    min(TILE, N - n0),
+                    scratch,
+                    variant,
+                    codes,
                 )
 
 
@@ -98,43 +141,87 @@ def _superblock(
 # (and is cached) with only the arithmetic it runs, and a call never re-dispatches on a value.
 @njit(cache=True, parallel=True)
 def gemm_amx_fast(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_FAST)
+    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_FAST, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_amx_exact(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT)
+    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_avx512_fast(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AVX512_FAST)
+    _gemm(A, B, C, ia, ib, k, rows, cols, AVX512_FAST, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_avx512_exact(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AVX512_EXACT)
+    _gemm(A, B, C, ia, ib, k, rows, cols, AVX512_EXACT, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_int(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT)  # integer tiles have a single body
+    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1)  # integer tiles have a single body
 
 
-def superblock_step(variant, rows, cols):
+# AMX-COMPLEX: A panels hold (re, im) floats, two per K element, stepped as pairs (hence 2 * k);
+# C is the complex result as interleaved float32.
+@njit(cache=True, parallel=True)
+def gemm_cfp16_fast(A, B, C, ia, ib, k, rows, cols, rl_negate, im_lane_order):
+    _gemm(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_FAST, (rl_negate, im_lane_order), 2)
+
+
+@njit(cache=True, parallel=True)
+def gemm_cfp16_exact(A, B, C, ia, ib, k, rows, cols, rl_negate, im_lane_order):
+    _gemm(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_EXACT, (rl_negate, im_lane_order), 2)
+
+
+@njit(cache=True, parallel=True)
+def gemm_fp8_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
+    _gemm(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_fp8_exact(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
+    _gemm(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
+
+
+# The tile API's entry points (``tilegemm.amx.TileUnit``): one tile multiply of the exact
+# variant, on the calling thread (a parallel launch per instruction would wait for a worker).
+# Operands as for the GEMM entries with one panel and one block; ``ia``/``ib`` are implied.
+_ONE = np.zeros(1, np.int64)
+
+
+@njit(cache=True)
+def tile_amx(A, B, C, k):
+    _gemm(A, B, C, _ONE, _ONE, k, 1, 1, AMX_EXACT, (), 1)  # TDPBF16PS/TDPFP16PS, and TDPB*D by C's type
+
+
+@njit(cache=True)
+def tile_cfp16(A, B, C, k, rl_negate, im_lane_order):
+    _gemm(A, B, C, _ONE, _ONE, 2 * k, 1, 1, CFP16_EXACT, (rl_negate, im_lane_order), 2)
+
+
+@njit(cache=True)
+def tile_fp8(A, B, C, k, inf_cancel, dst_daz):
+    _gemm(A, B, C, _ONE, _ONE, k, 1, 1, FP8_EXACT, (inf_cancel, dst_daz), 1)
+
+
+def superblock_step(variant, rows, cols, lanes=1, codes=()):
     """One K step of one superblock (``rows`` x ``cols`` full C tiles) through a variant's body,
     compiled on demand for reading its code (``tilegemm.inspect``). Not cached: Numba shows the
     IR and assembly only of what it compiled in this process.
 
     ``A``: ``rows`` panels of 16 x k_step, ``B``: ``cols`` kernel blocks, ``C``: (16 rows) x
-    (16 cols) row-major, ``scratch``: 256 elements of C's type.
+    (16 cols x ``lanes``) row-major, ``scratch``: 256 x ``lanes`` elements of C's type; ``codes``
+    the switch indices the body is given (the defaults).
     """
 
     @njit
     def step(A, B, C, scratch):
         k_step = A.size // (rows * TILE)
         block = B.size // cols
-        ldc = cols * TILE
+        ldc = cols * TILE * lanes
         for r in range(rows):
             for c in range(cols):
                 tile_multiply(
@@ -146,17 +233,31 @@ def superblock_step(variant, rows, cols):
                     B,
                     c * block,
                     C,
-                    r * TILE * ldc + c * TILE,
+                    r * TILE * ldc + c * TILE * lanes,
                     ldc,
                     TILE,
                     scratch,
                     variant,
+                    codes,
                 )
 
     return step
 
 
-ENTRY_POINTS = (gemm_amx_fast, gemm_amx_exact, gemm_avx512_fast, gemm_avx512_exact, gemm_int)
-DEPENDENCIES = (tiles, vector, exact, targets)
+ENTRY_POINTS = (
+    gemm_amx_fast,
+    gemm_amx_exact,
+    gemm_avx512_fast,
+    gemm_avx512_exact,
+    gemm_int,
+    gemm_cfp16_fast,
+    gemm_cfp16_exact,
+    gemm_fp8_fast,
+    gemm_fp8_exact,
+    tile_amx,
+    tile_cfp16,
+    tile_fp8,
+)
+DEPENDENCIES = (tiles, vector, exact, targets, cfp16, fp8)
 for _fn in ENTRY_POINTS:
     stamp_with_dependencies(_fn, DEPENDENCIES)

@@ -44,6 +44,17 @@ SHAPES: dict[str, dict[str, Shape]] = {
     "avx2": {"f32pairs": Shape(2, 16, 8), "vdp": Shape(2, 16, 8), "i8quads": Shape(1, 16, 8)},
     "generic": {"f32pairs": Shape(2, 16, 8), "vdp": Shape(2, 16, 8), "i8quads": Shape(1, 16, 8)},
 }
+# AMX-COMPLEX (cfp16): 4 accumulators (two lanes of RL and of IM) per row and vector of 16
+# columns: 4 rows with 32 zmm, 1 row of 2 ymm each with 16 ymm. AMX-FP8 (fp8quads): binary64
+# accumulators, 16 columns = 2 zmm or 4 ymm per row: 8 rows with 32 zmm, 2 with 16 ymm. ``width``
+# counts the body's own elements (doubles for fp8quads).
+for _cls, _cf, _f8 in (
+    ("avx512_vnni", Shape(4, 16, 16), Shape(8, 16, 8)),
+    ("avx512", Shape(4, 16, 16), Shape(8, 16, 8)),
+    ("avx2", Shape(1, 16, 8), Shape(2, 16, 4)),
+    ("generic", Shape(1, 16, 8), Shape(2, 16, 4)),
+):
+    SHAPES[_cls].update(cfp16=_cf, fp8quads=_f8)
 
 
 @functools.cache

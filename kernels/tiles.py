@@ -26,6 +26,10 @@ variants of the tile multiply:
 
 Operand layouts are the contract in ``kernels/__init__.py``; the kernel B block is
 ``[pair][even/odd][n]`` float32 (512 values).
+
+AMX-COMPLEX (``cfp16.py``) and AMX-FP8 (``fp8.py``) register their fast and exact bodies here
+(variants CFP16_* and FP8_*); their modules say how each stays exact. Every body receives the
+call's switch indices (``codes``); the others ignore them.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from . import exact, targets, vector
-from ._cache import stamp_with_dependencies
+from .cfp16 import CFP16_EXACT, CFP16_FAST, cfp16_exact, complex_tile_rows
 from .exact import add32, fma32
+from .fp8 import FP8_EXACT, FP8_FAST, fp8_exact, fp8_tile_rows
 from .targets import shape
 from .vector import float_dot_rows, float_tile_rows, int_tile_rows
 
@@ -44,31 +48,34 @@ TILE = 16
 _PAIRS = 16  # a full tile multiply: 16 rows of 64 bytes = 16 pairs along K
 # Register blocking from the per-target table (targets.py): rows per body and vector width.
 F32PAIRS, VDP, I8QUADS = shape("f32pairs"), shape("vdp"), shape("i8quads")
+CF16, FP8Q = shape("cfp16"), shape("fp8quads")
 
 
-def _vector_rows(body, mr_body):
+def _vector_rows(body, mr_body, lanes=1):
     """A tile multiply from a 4-row vector body, always over the A panel's 16 rows.
 
     A panels are zero-padded to 16 rows, so a partial tile (mr < 16 or nc < 16) runs in full on
     a 16 x 16 scratch copy of its C block; only the real rows and columns are copied back.
+    ``lanes``: C values per output (2 for complex results: offsets and ``ldc`` count values).
     """
+    width = TILE * lanes
 
     @njit(inline="always")
     def tile(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch):
         partial = mr < TILE or nc < TILE
         if partial:
             for mm in range(TILE):
-                for n in range(TILE):
-                    scratch[mm * TILE + n] = C[c_off + mm * ldc + n] if mm < mr and n < nc else 0
-            tgt, t_off, t_ld = scratch, 0, TILE
+                for n in range(width):
+                    scratch[mm * width + n] = C[c_off + mm * ldc + n] if mm < mr and n < nc * lanes else 0
+            tgt, t_off, t_ld = scratch, 0, width
         else:
             tgt, t_off, t_ld = C, c_off, ldc
         for mm in range(0, TILE, mr_body):
             body(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld)
         if partial:
             for mm in range(mr):
-                for n in range(nc):
-                    C[c_off + mm * ldc + n] = scratch[mm * TILE + n]
+                for n in range(nc * lanes):
+                    C[c_off + mm * ldc + n] = scratch[mm * width + n]
 
     return tile
 
@@ -77,6 +84,8 @@ _tile_fast_float = _vector_rows(float_tile_rows(F32PAIRS.rows, F32PAIRS.width), 
 _tile_int = _vector_rows(int_tile_rows(I8QUADS.rows), I8QUADS.rows)
 _dot_fast_float = _vector_rows(float_dot_rows(VDP.rows, VDP.width), VDP.rows)
 _dot_fast_pair = _vector_rows(float_dot_rows(VDP.rows, VDP.width, 1), VDP.rows)
+_tile_fast_cfp16 = _vector_rows(complex_tile_rows(CF16.rows, CF16.width), CF16.rows, lanes=2)
+_tile_fast_fp8 = _vector_rows(fp8_tile_rows(FP8Q.rows, FP8Q.width), FP8Q.rows)
 
 # Variants of the float tile multiply (``variant`` in the kernel contract).
 AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3
@@ -112,17 +121,17 @@ def _dot_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
 
 
 @njit(inline="always")
-def _amx_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+def _amx_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _tile_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
 
 
 @njit(inline="always")
-def _amx_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+def _amx_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _tile_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
 
 
 @njit(inline="always")
-def _avx512_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+def _avx512_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     if ngroups == _PAIRS:
         _dot_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
     else:  # the last K step runs exactly ceil(remaining / 2) pairs, one at a time
@@ -131,23 +140,46 @@ def _avx512_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratc
 
 
 @njit(inline="always")
-def _avx512_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+def _avx512_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _dot_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
 
 
-_FLOAT_BODIES = {AMX_FAST: _amx_fast, AMX_EXACT: _amx_exact, AVX512_FAST: _avx512_fast, AVX512_EXACT: _avx512_exact}
+@njit(inline="always")
+def _cfp16_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
+    _tile_fast_cfp16(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
 
 
-def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
-    """``C[mr x nc] += A[mr x k_step] @ B-block``; resolved at compile time by C's dtype."""
+@njit(inline="always")
+def _fp8_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
+    if codes[0] == 0 and codes[1] == 0:
+        _tile_fast_fp8(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+    else:  # the non-default readings of the switches: the exact body
+        fp8_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes)
+
+
+_FLOAT_BODIES = {
+    AMX_FAST: _amx_fast,
+    AMX_EXACT: _amx_exact,
+    AVX512_FAST: _avx512_fast,
+    AVX512_EXACT: _avx512_exact,
+    CFP16_FAST: _cfp16_fast,
+    CFP16_EXACT: cfp16_exact,
+    FP8_FAST: _fp8_fast,
+    FP8_EXACT: fp8_exact,
+}
+
+
+def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
+    """``C[mr x nc] += A[mr x k_step] @ B-block``; resolved at compile time by C's dtype.
+    ``codes``: the call's switch indices (a tuple, empty for instructions without switches)."""
     raise NotImplementedError("only callable from compiled code")
 
 
 @overload(tile_multiply, inline="always", prefer_literal=True)
-def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
     if isinstance(C.dtype, types.Integer):
 
-        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
             _tile_int(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
 
         return impl
@@ -157,22 +189,7 @@ def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scra
     if body is None:
         raise TypeError(f"tile_multiply needs a constant variant of {sorted(_FLOAT_BODIES)}, got {variant}")
 
-    def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant):
-        body(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch)
+    def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
+        body(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes)
 
     return impl
-
-
-@njit(cache=True)
-def tile_instruction(A, B, C, mr, ngroups, nc):
-    """One TDP* instruction on register-shaped operands (the tile-level API's arithmetic).
-
-    ``A``: the A tile as a zero-padded 16-row panel (16 x 32 float32 values, or 16 x 64 bytes),
-    ``B``: one kernel B block, ``C``: the 16 x 16 destination (float32 or int32), updated for its
-    first ``mr`` rows and ``nc`` columns with ``ngroups`` (K4) pairs or quads. Floats take the
-    exact path, which needs no proof about its inputs."""
-    scratch = np.empty(TILE * TILE, C.dtype)
-    tile_multiply(A, 0, A.size // TILE, mr, ngroups, B, 0, C, 0, TILE, nc, scratch, AMX_EXACT)
-
-
-stamp_with_dependencies(tile_instruction, (vector, exact, targets))

@@ -205,3 +205,27 @@ def int_tile_rows(mr: int):
                 builder.store(builder.add(builder.load(cptr, align=4), cols), cptr, align=4)
 
     return _body_intrinsic(emit)
+
+
+def ir_loop(builder, trips: int, step, init: list) -> list:
+    """Emit ``for t in range(trips): values = step(t, values)`` as one IR loop (not unrolled), so
+    that a long K step compiles as a short body. ``t`` is an i64 IR value, ``values`` a flat list of
+    IR values (the accumulators); returns their final values, the builder placed after the loop."""
+    entry = builder.block
+    loop = builder.append_basic_block("k.loop")
+    done = builder.append_basic_block("k.done")
+    builder.branch(loop)
+    builder.position_at_end(loop)
+    t = builder.phi(_I64)
+    t.add_incoming(_const(0), entry)
+    phis = [builder.phi(v.type) for v in init]
+    for ph, v in zip(phis, init):
+        ph.add_incoming(v, entry)
+    out = step(t, list(phis))
+    t1 = builder.add(t, _const(1))
+    t.add_incoming(t1, builder.block)
+    for ph, v in zip(phis, out):
+        ph.add_incoming(v, builder.block)
+    builder.cbranch(builder.icmp_unsigned("<", t1, _const(trips)), loop, done)
+    builder.position_at_end(done)
+    return out

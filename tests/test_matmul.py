@@ -180,10 +180,19 @@ def test_special_values_random_mix(dtype, path):
             2.0**-20,
         ]
     )
+    fmt = instr(dtype)
+
+    def draw(shape, scale=1.0):  # complex dtypes: both parts from the pool
+        x = rng.choice(pool, shape) * scale
+        if fmt.lanes == 2:
+            x = x.astype(complex)
+            x.imag = rng.choice(pool, shape) * scale
+        return x
+
     for m, n, k in [(17, 18, 33), (5, 33, 64), (32, 32, 7)]:
-        a = rng.choice(pool, (m, k)) * rng.choice([1.0, 1.5, 0.75], (m, k))
-        b = rng.choice(pool, (k, n))
-        c = rng.choice(pool, (m, n)).astype(np.float32)
+        a = draw((m, k), rng.choice([1.0, 1.5, 0.75], (m, k)))
+        b = draw((k, n))
+        c = draw((m, n)).astype(fmt.acc)
         want = tilegemm.reference.matmul(a, b, dtype, c=c)
         for tiling in SEED_TILINGS + ("2x3", "6x1"):
             out = c.copy()
@@ -209,3 +218,16 @@ def test_auto_and_infeasible_tilings():
         tilegemm.matmul(np.ones((2, 2)), np.ones((2, 2)), tiling="2x4")
     assert len(tilegemm.TILINGS) == 14
     assert all(int(t[0]) * int(t[2]) + 2 <= 8 for t in tilegemm.TILINGS)
+
+
+def test_bench_sweep_covers_complex_and_fp8():
+    """The sweep's rows for the new dtypes: exact, measured against their numpy yardstick."""
+    from tilegemm import benchmark
+
+    names = {c.name for c in benchmark.contenders(("2x2",), ("cfp16", "hf8"))}
+    assert names == {"tilegemm 2x2", "numpy complex64", "numpy float32"}
+    rows = benchmark.sweep((32,), ("CFP16", "HF8"), threads=1, budget=5.0, tilings=("2x2",))
+    by = {(r.group, r.contender): r for r in rows}
+    assert by[("CFP16", "tilegemm 2x2")].differs == 0 and by[("HF8", "tilegemm 2x2")].differs == 0
+    assert by[("CFP16", "numpy complex64")].efficiency == 1.0 and by[("CFP16", "tilegemm 2x2")].efficiency > 0
+    assert by[("HF8", "numpy float32")].max_ulp is not None

@@ -71,3 +71,21 @@ def test_report_measures_unsigned_dtypes(capsys):
     # Operands come from Format.sample, which respects each operand's signedness.
     rows = benchmark.model_report(32, 32, 32, "u8u8", measure=32)
     assert len(rows) == len(__import__("tilegemm").TILINGS)
+
+
+def test_bytes_per_element_of_the_new_formats():
+    # One byte per 8-bit float, four per complex FP16 pair (two FP16 parts).
+    assert [model.element_bytes(d) for d in ("bf8", "bf8hf8", "hf8bf8", "hf8", "cfp16")] == [1, 1, 1, 1, 4]
+    t8 = model.traffic(N, N, N, (32, 48), "hf8")
+    assert t8.bytes_per_mac == model.traffic(N, N, N, (32, 48), "int8").bytes_per_mac
+    assert model.traffic(N, N, N, (32, 48), "cfp16").bytes_per_mac == 4 * t8.bytes_per_mac
+
+
+def test_report_counts_both_complex_instructions(capsys):
+    # cfp16 runs each seed port once per instruction (TCMMRLFP16PS, then TCMMIMFP16PS): the loads
+    # per multiply are the port's, and every tiling measures.
+    rows = benchmark.model_report(32, 32, 32, "cfp16", measure=32)
+    out = capsys.readouterr().out
+    assert "(4 byte(s) per element)" in out
+    assert "1x1                             2.000    2.000" in out
+    assert len(rows) == len(__import__("tilegemm").TILINGS) and all(r["gflops"] > 0 for r in rows)

@@ -78,7 +78,7 @@ def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=None) -> int:
     every check is exact."""
     from . import reference
     from .api import matmul
-    from .benchmark import host_line, median_time
+    from .benchmark import flops, host_line, median_time
     from .compare import bitdiff
     from .packing import pack
 
@@ -102,10 +102,13 @@ def demo(sizes=(64, 256, 512), check=(33, 17, 65), seed=0, out=None) -> int:
                 a, b = instr.sample(size, size, size, rng)
                 packed = pack(b, name)
                 got = matmul(a, packed, tiling=tiling)
-                rate = 2.0 * size**3 / median_time(lambda: matmul(a, packed, tiling=tiling), 7, warmup=2) / 1e9
-                # What the usual stand-in returns: the same rounded inputs, float32 numpy.matmul.
-                a_in = instr.a.decode(instr.a.to_codes(a, "a", name)).astype(np.float32)
-                naive = (a_in @ packed.unpack().astype(np.float32)).astype(instr.acc)
+                rate = flops(instr, size) / median_time(lambda: matmul(a, packed, tiling=tiling), 7, warmup=2) / 1e9
+                # What the usual stand-in returns: the same rounded inputs, float32 numpy.matmul
+                # (complex64 for complex inputs).
+                a_in = instr.a.decode(instr.a.to_codes(a, "a", name))
+                b_in = instr.b.decode(packed.unpack().view(instr.b.storage))
+                wide = np.result_type(a_in.dtype, np.float32)
+                naive = (a_in.astype(wide) @ b_in.astype(wide)).astype(instr.acc)
                 share = bitdiff(got, naive).share
                 verdict = "exact" if ok else "WRONG"
                 print(f"{name:6} {tiling:6} {size:5d} {verdict:>8} {rate:8.2f} {share:22.1%}", file=out)
@@ -234,7 +237,13 @@ def _parser() -> _Parser:
         default=None,
         help="square sizes, 1 to 8192 (default 256 512 1024 2048; with --targets: 1024 2048)",
     )
-    b.add_argument("--dtypes", nargs="+", default=["bf16", "int8", "fp16"], choices=amx_dtypes, help="dtypes to sweep")
+    b.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=["bf16", "int8", "fp16"],
+        choices=amx_dtypes,
+        help="dtypes to sweep (default: the seed's bf16 int8 fp16)",
+    )
     b.add_argument(
         "--threads",
         type=_positive_int(_threads_limit(), "--threads"),

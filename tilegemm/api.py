@@ -122,13 +122,19 @@ def matmul(
     a : array_like, (..., M, K) or (K,)
         Left operand. Floats and integers for ``"bf16"``/``"fp16"`` (rounded once, RNE, to the
         format); ``ml_dtypes.bfloat16`` or ``numpy.float16`` arrays are taken as they are.
-        Integers within the 8-bit range of the operand's signedness for the int8 dtypes.
+        Integers within the 8-bit range of the operand's signedness for the int8 dtypes. For the
+        8-bit float dtypes: ``ml_dtypes.float8_e5m2`` / ``float8_e4m3fn`` arrays as they are,
+        uint8 arrays as codes, other numbers rounded once as ml_dtypes rounds them. For
+        ``"cfp16"``: complex arrays (each part rounded as ``numpy.float16`` does), a
+        ``(real, imag)`` tuple of real arrays, or uint32 codes (imaginary FP16 in the high half).
     b : array_like (..., K, N) or (K,), or PackedB
         Right operand, or B already packed with :func:`tilegemm.pack`.
     dtype : str, optional
         ``"bf16"`` (TDPBF16PS), ``"fp16"`` (TDPFP16PS), ``"int8"``/``"s8s8"`` (TDPBSSD),
-        ``"s8u8"`` (TDPBSUD), ``"u8s8"`` (TDPBUSD), ``"u8u8"`` (TDPBUUD): the dtypes of the
-        ``isa`` profile. Default: the packed B's dtype, else ``"bf16"``.
+        ``"s8u8"`` (TDPBSUD), ``"u8s8"`` (TDPBUSD), ``"u8u8"`` (TDPBUUD), ``"cfp16"``
+        (TCMMRLFP16PS and TCMMIMFP16PS), ``"bf8"`` (TDPBF8PS), ``"bf8hf8"`` (TDPBHF8PS: A E5M2,
+        B E4M3), ``"hf8bf8"`` (TDPHBF8PS), ``"hf8"`` (TDPHF8PS): the dtypes of the ``isa``
+        profile. Default: the packed B's dtype, else ``"bf16"``.
     tiling : str, optional
         ``"RxC"``: R accumulator tiles along M by C along N per superblock, any of
         :data:`tilegemm.TILINGS` (``R*C + 2 <= 8``; ``"1x1"`` and ``"2x2"`` are the seed's), or
@@ -161,7 +167,9 @@ def matmul(
     Returns
     -------
     numpy.ndarray
-        float32 (bf16, fp16) or int32 (int8 dtypes), shaped as ``numpy.matmul`` would.
+        float32 (bf16, fp16, the 8-bit floats), int32 (int8 dtypes) or complex64 (cfp16: the
+        real part from TCMMRLFP16PS, the imaginary part from TCMMIMFP16PS), shaped as
+        ``numpy.matmul`` would.
 
     Examples
     --------
@@ -193,8 +201,8 @@ def matmul(
         raise ValueError("accumulate=True needs out= holding the C to accumulate into")
 
     packed = b if isinstance(b, PackedB) else None
-    a = np.asarray(a)
-    b_arr = None if packed is not None else np.asarray(b)
+    a = instr.a.asarray(a, "a", name)
+    b_arr = None if packed is not None else instr.b.asarray(b, "b", name)
     b_shape = packed.shape if packed is not None else b_arr.shape
     a2, b2, batch, M, K, N, result_shape = _matmul_shapes(a.shape, b_shape)
     kernel = dispatch.lookup(prof.name, name, plan.auto_tiling(M, N) if tiling == "auto" else tiling)
@@ -215,7 +223,7 @@ def matmul(
         C[...] = 0
     if K == 0 or C.size == 0:
         return C  # no instruction runs: C stays as it was (accumulate) or zero
-    C3 = C.reshape((-1, M, N))
+    C3 = C.reshape((-1, M, N)).view(instr.kernel_acc)  # complex: interleaved (re, im) float32
     if accumulate and instr.dst_daz:
         np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (docs/semantics.md)
 

@@ -52,6 +52,8 @@ __all__ = [
 SEED_DTYPES = ("bf16", "int8", "fp16")
 SEED_TILINGS = ("1x1", "2x2")
 SEED_GROUPS = tuple(d.upper() for d in SEED_DTYPES)
+#: Every dtype of the default profile, for ``bench --dtypes`` (the seed's sweep is the default).
+ALL_DTYPES = PROFILES[DEFAULT_ISA].names()
 
 
 def group_dtype(group: str) -> str:
@@ -103,11 +105,23 @@ def _torch_as(name):
     return prepare
 
 
+def yardstick(instr: Instruction) -> np.dtype:
+    """The numpy matmul a dtype is measured against: float32, or complex64 for complex inputs."""
+    return np.dtype(np.complex64 if instr.lanes == 2 else np.float32)
+
+
+def flops(instr: Instruction, n: int) -> float:
+    """Floating-point operations of an n^3 product: 2 n^3, four times that for complex numbers
+    (a complex multiply-add is four real ones)."""
+    return 2.0 * n**3 * instr.lanes**2
+
+
 def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> list[Contender]:
     """Everything the sweep times, group by group: tilegemm's AMX emulation with each tiling
     (the seed's by default), every other profile that takes the dtype, the same instructions
     natively (``native ...``: rows that report why where this CPU cannot run them), numpy
-    float32 (the yardstick), and numpy and torch in the dtype's own element type.
+    float32 (the yardstick; complex64 for complex dtypes), and numpy and torch in the dtype's own
+    element type where they multiply it (not for the 8-bit floats or complex FP16 pairs).
     ``native_only``: the native rows alone."""
     for t in tilings:
         if t not in TILINGS:
@@ -131,15 +145,18 @@ def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> l
             out.append(Contender(f"tilegemm {p.name}", group, _tilegemm("2x2", p.name)))
         out += natives
         element = instr.a.element
-        out.append(Contender("numpy float32", group, _numpy_as(np.float32)))
-        out.append(Contender(f"numpy {element.name}", group, _numpy_as(element)))
-        out.append(Contender(f"torch {element.name}", group, _torch_as(element.name), needs="torch"))
+        yard = yardstick(instr)
+        out.append(Contender(f"numpy {yard.name}", group, _numpy_as(yard)))
+        if instr.a.minifloat is None and instr.a.lanes == 1:
+            out.append(Contender(f"numpy {element.name}", group, _numpy_as(element)))
+            out.append(Contender(f"torch {element.name}", group, _torch_as(element.name), needs="torch"))
     return out
 
 
 def inputs(group: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Square inputs already representable in the group's format, so every contender multiplies
-    the same values: 16-bit float values held in float32, integers in their 8-bit type."""
+    the same values: 16- and 8-bit float values held in float32 (complex FP16 in complex64),
+    integers in their 8-bit type."""
     instr = _instruction(group)
     rng = np.random.default_rng([seed, n])
     name = group_dtype(group)
@@ -196,6 +213,12 @@ def unavailable(c: Contender) -> str | None:
     return None
 
 
+def _real_parts(x: np.ndarray) -> np.ndarray:
+    """A result as float64 numbers: complex values as their two parts side by side."""
+    x = np.asarray(x)
+    return np.stack([x.real, x.imag], -1).astype(np.float64) if x.dtype.kind == "c" else x.astype(np.float64)
+
+
 def _ulp_distance(result: np.ndarray, exact64: np.ndarray) -> float:
     """Largest distance from a float64 product, in binary32 ulps of that product."""
     r = result.astype(np.float64)
@@ -215,7 +238,7 @@ class Row:
     gflops: float | None = None
     seconds: float | None = None
     reps: int = 0
-    efficiency: float | None = None  # against numpy float32, same run
+    efficiency: float | None = None  # against numpy float32 (complex64 for complex), same run
     differs: float | None = None  # share of outputs whose bits differ from the exact AMX result
     max_ulp: float | None = None  # against a float64 product
     skipped: str | None = None
@@ -259,7 +282,8 @@ def sweep(
             for g in groups:
                 a, b = inputs(g, n)
                 exact = matmul(a, pack(b, group_dtype(g)), threads=threads)
-                exact64 = a.astype(np.float64) @ b.astype(np.float64)
+                wide = np.result_type(a.dtype, np.float64)  # float64, or complex128
+                exact64 = a.astype(wide) @ b.astype(wide)
                 group_rows = []
                 for c in todo:
                     if c.group != g:
@@ -293,15 +317,16 @@ def sweep(
                         warm = 5
                     sec = median_time(run, reps, warm)
                     last_time[c.name] = (n, sec)
-                    row.seconds, row.reps, row.gflops = sec, reps, 2.0 * n**3 / sec / 1e9
+                    row.seconds, row.reps, row.gflops = sec, reps, flops(_instruction(g), n) / sec / 1e9
                     cmp = result.astype(exact.dtype) if result.dtype != exact.dtype else result
                     row.differs = bitdiff(cmp, exact).share
                     row.max_ulp = (
-                        _ulp_distance(result.astype(np.float64), exact64)
+                        _ulp_distance(_real_parts(result), _real_parts(exact64))
                         if _instruction(g).is_float
                         else float(np.max(np.abs(result.astype(np.int64) - exact64.astype(np.int64))))
                     )
-                base = next((r for r in group_rows if r.contender == "numpy float32" and r.gflops), None)
+                yard = f"numpy {yardstick(_instruction(g)).name}"
+                base = next((r for r in group_rows if r.contender == yard and r.gflops), None)
                 for r in group_rows:
                     if base is not None and base.gflops and r.gflops:
                         r.efficiency = r.gflops / base.gflops
@@ -351,15 +376,15 @@ def host_line(threads=None) -> str:
 
 
 def format_table(rows: list[Row]) -> str:
-    head = f"{'group':5} {'contender':16} {'n':>5} {'GFLOP/s':>9} {'vs f32':>7} {'bits differ':>11} {'max ulp':>9}"
+    head = f"{'group':6} {'contender':16} {'n':>5} {'GFLOP/s':>9} {'vs f32':>7} {'bits differ':>11} {'max ulp':>9}"
     lines = [head, "-" * len(head)]
     for r in rows:
         if r.skipped:
-            lines.append(f"{r.group:5} {r.contender:16} {r.n:5d}   skipped: {r.skipped}")
+            lines.append(f"{r.group:6} {r.contender:16} {r.n:5d}   skipped: {r.skipped}")
             continue
         ulp = f"{r.max_ulp:9.3g}" if r.max_ulp is not None else ""
         lines.append(
-            f"{r.group:5} {r.contender:16} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} {r.differs:11.1%} {ulp}"
+            f"{r.group:6} {r.contender:16} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} {r.differs:11.1%} {ulp}"
         )
     return "\n".join(lines)
 
@@ -521,6 +546,17 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
                     a8, b8 = a, b
                     r8, s8 = _median_ratio(lambda: matmul(a, packed, threads=1), lambda: a8 @ b8, 1 if n > 1024 else 3)
                     add(f"INT8 2x2 n={n}, 1 thread vs numpy int8", r8, ">= 10", r8 >= 10, s8)
+        # AMX-COMPLEX against numpy's complex64 matmul (four real products per complex MAC), the
+        # 8-bit floats against float32 on the same values; A as their callers hold it.
+        n = min(sizes, key=lambda x: abs(x - 1024))
+        for group, goal in (("CFP16", 0.5), ("BF8", 0.5), ("BF8HF8", 0.5), ("HF8BF8", 0.5), ("HF8", 0.5)):
+            instr = _instruction(group)
+            a, b = inputs(group, n)
+            packed = pack(b, group_dtype(group))
+            a_in = a if instr.a.lanes == 2 else instr.a.to_element(a, "a", group_dtype(group))
+            r, s = _median_ratio(lambda: matmul(a_in, packed, tiling="2x2", threads=1), lambda: a @ b, repeats)
+            yard = yardstick(instr).name
+            add(f"{group} 2x2 prepacked n={n}, 1 thread vs numpy {yard}", r, f">= {goal}", r >= goal, s)
         for n in sizes:
             a, b = inputs("BF16", n)
             packed = pack(b, "bf16")

@@ -8,6 +8,8 @@ rule is written once, as a Numba ufunc usable from NumPy and from compiled code 
 - ``f32_to_fp16``: binary32 -> binary16, round to nearest even, as ``numpy.float16`` does.
 - ``bf16_to_f32_daz``: BF16 -> binary32, exact, with a denormal read as a zero of its sign (DAZ).
 - ``fp16_to_f32``: binary16 -> binary32, exact, denormals kept (they are normal in binary32).
+- ``f32_to_e5m2`` / ``f32_to_e4m3fn``: binary32 -> the 8-bit floats, round to nearest even, as
+  ``ml_dtypes.float8_e5m2`` / ``float8_e4m3fn`` do (overflow: infinity / NaN).
 
 ``pack_a_float`` / ``pack_a_int`` write A into the kernels' panel layout
 ``(nA, M_tiles, K_steps, 16, k_step)`` (one contiguous tile of A per 16 rows and K step, as a
@@ -33,6 +35,8 @@ __all__ = [
     "MODE_BF16",
     "MODE_FP16",
     "MODE_F32_TO_FP16",
+    "f32_to_e5m2",
+    "f32_to_e4m3fn",
 ]
 
 MODE_F32_TO_BF16, MODE_BF16, MODE_FP16, MODE_F32_TO_FP16 = 0, 1, 2, 3
@@ -197,3 +201,44 @@ def pack_a_int(src, dst):
             out = dst[a, m // 16, kb, m % 16]
             for kin in range(min(k_step, K - kb * k_step)):
                 out[kin] = src[a, m, kb * k_step + kin]
+
+
+@njit(cache=True, inline="always")
+def _f32_to_fp8(bits, mbits, bias, ieee):
+    """binary32 bits -> an 8-bit float code (``mbits`` mantissa bits, ``bias``), RNE from the
+    exact value, as ml_dtypes converts: a NaN becomes sign|0x7E (E5M2) or sign|0x7F (E4M3 "fn");
+    an infinity or an overflow becomes an infinity (``ieee``) or sign|0x7F."""
+    sign = np.uint32((bits >> 24) & 0x80)
+    ax = np.int64(bits & 0x7FFFFFFF)
+    top = 0x7C if ieee else 0x7F  # the first code that is not a finite number
+    if ax > 0x7F800000:
+        return np.uint8(sign | (0x7E if ieee else 0x7F))
+    e = ax >> 23
+    tgt = e - 127 + bias  # the target's biased exponent, normal from 1
+    if tgt >= 1:
+        shift = 23 - mbits
+        q = (ax >> shift) - ((127 - bias) << mbits)  # exponent rebiased, mantissa truncated
+    else:
+        mant = (ax & 0x7FFFFF) | (0x800000 if e > 0 else 0)
+        shift = 150 - (e if e > 0 else 1) - bias - mbits + 1  # value / smallest denormal
+        if shift > 40:
+            return np.uint8(sign)
+        q = mant >> shift  # a denormal code; rounding up may reach the smallest normal: fine
+        ax = mant
+    rem = ax & ((np.int64(1) << shift) - 1)
+    half = np.int64(1) << (shift - 1)
+    if rem > half or (rem == half and (q & 1) == 1):
+        q += 1
+    return np.uint8(sign | min(q, top))
+
+
+@vectorize(["uint8(uint32)"], cache=True)
+def f32_to_e5m2(bits):
+    """binary32 bits -> E5M2 code, RNE, overflow to infinity (as ml_dtypes.float8_e5m2)."""
+    return _f32_to_fp8(bits, 2, 15, True)
+
+
+@vectorize(["uint8(uint32)"], cache=True)
+def f32_to_e4m3fn(bits):
+    """binary32 bits -> E4M3 "fn" code, RNE, overflow to NaN (as ml_dtypes.float8_e4m3fn)."""
+    return _f32_to_fp8(bits, 3, 7, False)

@@ -49,8 +49,12 @@ class Family:
         per-call proof when ``needs_proof`` (otherwise it is right for every input too).
     variant:
         The fast body's variant constant in ``tilegemm.kernels.tiles`` (for reading its code).
+    tile:
+        The entry point the tile API runs for one instruction (the exact arithmetic on one tile,
+        serially), or None for families without a tile form.
     a_layout, b_layout:
-        What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values, or
+        What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values (a complex
+        element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats), or
         ``"bytes"`` the 8-bit codes.
     """
 
@@ -61,27 +65,31 @@ class Family:
     a_layout: str
     b_layout: str
     needs_proof: bool
+    tile: str | None = None
 
     def entry(self, which: str) -> Callable[..., Any]:
-        """The compiled entry point ``"fast"`` or ``"exact"`` (imported on first use)."""
+        """The compiled entry point ``"fast"``, ``"exact"`` or ``"tile"`` (imported on first use)."""
         from .kernels import gemm
 
         return getattr(gemm, getattr(self, which))
 
-    def superblock_step(self, rows: int, cols: int) -> Callable[..., Any]:
+    def superblock_step(self, rows: int, cols: int, lanes: int = 1, codes: tuple = ()) -> Callable[..., Any]:
         """A compilable function running one K step of a rows x cols superblock through the fast
-        body (``tilegemm.kernels.gemm.superblock_step``), for reading its code."""
+        body (``tilegemm.kernels.gemm.superblock_step``), for reading its code. ``lanes``: C
+        values per output; ``codes``: switch indices (the defaults: zeros)."""
         from .kernels import gemm, tiles
 
-        return gemm.superblock_step(getattr(tiles, self.variant), rows, cols)
+        return gemm.superblock_step(getattr(tiles, self.variant), rows, cols, lanes, codes)
 
 
 #: Kernel families by name.
 FAMILIES: Mapping[str, Family] = MappingProxyType(
     {
-        "f32pairs": Family("f32pairs", "gemm_amx_fast", "gemm_amx_exact", "AMX_FAST", "f32", "f32", True),
+        "f32pairs": Family("f32pairs", "gemm_amx_fast", "gemm_amx_exact", "AMX_FAST", "f32", "f32", True, "tile_amx"),
         "vdp": Family("vdp", "gemm_avx512_fast", "gemm_avx512_exact", "AVX512_FAST", "f32", "f32", True),
-        "i8quads": Family("i8quads", "gemm_int", "gemm_int", "AMX_EXACT", "bytes", "bytes", False),
+        "i8quads": Family("i8quads", "gemm_int", "gemm_int", "AMX_EXACT", "bytes", "bytes", False, "tile_amx"),
+        "cfp16": Family("cfp16", "gemm_cfp16_fast", "gemm_cfp16_exact", "CFP16_FAST", "f32", "f32", True, "tile_cfp16"),
+        "fp8quads": Family("fp8quads", "gemm_fp8_fast", "gemm_fp8_exact", "FP8_FAST", "f64", "f64", True, "tile_fp8"),
     }
 )
 

@@ -1,11 +1,14 @@
 """Number formats of the operands, and the one conversion of a user array into each.
 
-One :class:`NumberFormat` record per element type an instruction reads (BF16, FP16, signed and
-unsigned bytes). A record says how an element is stored (its *codes*: uint16 bit patterns for the
-16-bit floats, the bytes themselves for the integers), how many bytes it takes, and how a user's
-array becomes codes: rounded once from its own precision (floats) or range-checked (integers),
-never wrapped. Which format each operand of an instruction has is in
-:mod:`tilegemm.instructions`; this module knows nothing about instructions, kernels or packing.
+One :class:`NumberFormat` record per element type an instruction reads (BF16, FP16, the 8-bit
+floats E5M2 and E4M3, signed and unsigned bytes, and complex FP16 pairs). A record says how an
+element is stored (its *codes*: uint16 bit patterns for the 16-bit floats, the byte for the 8-bit
+floats, the bytes themselves for the integers, a (real, imaginary) FP16 pair in a uint32 for
+complex), how many bytes it takes, and how a user's array becomes codes: rounded once from its own
+precision (floats), range-checked (integers), never wrapped, or taken as codes where the format
+says so (uint8 arrays for the 8-bit floats, uint32 arrays for complex FP16). Which format each
+operand of an instruction has is in :mod:`tilegemm.instructions`; this module knows nothing about
+instructions, kernels or packing.
 
 This module must not do arithmetic on values beyond the one rounding the contract asks for
 (``docs/semantics.md``, "Inputs given in other formats").
@@ -19,9 +22,22 @@ from typing import Callable
 
 import numpy as np
 
-from .convert import f32_to_bf16, f32_to_fp16
+from .convert import f32_to_bf16, f32_to_e4m3fn, f32_to_e5m2, f32_to_fp16
 
-__all__ = ["NumberFormat", "BF16", "FP16", "S8", "U8", "daz", "bf16_dtype"]
+__all__ = [
+    "NumberFormat",
+    "Minifloat",
+    "ComplexFormat",
+    "BF16",
+    "FP16",
+    "BF8",
+    "HF8",
+    "CFP16",
+    "S8",
+    "U8",
+    "daz",
+    "bf16_dtype",
+]
 
 
 @functools.cache
@@ -58,6 +74,26 @@ _BAD_KINDS = {
 
 
 @dataclass(frozen=True)
+class Minifloat:
+    """The encoding of an 8-bit float: a sign bit, ``exponent_bits``, ``mantissa_bits``, a bias.
+
+    ``ieee_specials``: the largest exponent holds the infinities (mantissa 0) and NaNs, as in OCP
+    E5M2; otherwise (OCP E4M3 "fn") there is no infinity and only the two all-ones codes are NaN.
+    A finite code's value is an integer times ``2^-fix_shift`` (see ``tilegemm.reference.fp8.fix``).
+    """
+
+    exponent_bits: int
+    mantissa_bits: int
+    bias: int
+    ieee_specials: bool
+
+    @property
+    def fix_shift(self) -> int:
+        """The scale of the exact fixed-point integer: value = fix * 2^-fix_shift (E5M2 16, E4M3 9)."""
+        return self.bias + self.mantissa_bits - 1
+
+
+@dataclass(frozen=True)
 class NumberFormat:
     """One element format.
 
@@ -77,6 +113,10 @@ class NumberFormat:
     f32_round:
         A compiled ufunc rounding float32 bits to codes (RNE), used for float32 input so that
         ml_dtypes need not load; None where ``astype`` does it.
+    codes_from:
+        Arrays of this dtype are taken as codes, not as values (uint8 for the 8-bit floats).
+    minifloat:
+        The bit layout of an 8-bit float format (None for the others).
     """
 
     name: str
@@ -85,6 +125,8 @@ class NumberFormat:
     precision: int
     module: str = "numpy"
     f32_round: Callable | None = None
+    codes_from: np.dtype | None = None
+    minifloat: Minifloat | None = None
 
     @property
     def is_float(self) -> bool:
@@ -94,6 +136,11 @@ class NumberFormat:
     def nbytes(self) -> int:
         """Bytes per element."""
         return self.storage.itemsize
+
+    @property
+    def lanes(self) -> int:
+        """Real numbers per element (2 for a complex format)."""
+        return 1
 
     @property
     def element(self) -> np.dtype:
@@ -131,12 +178,19 @@ class NumberFormat:
                 f"(quantize floats to 8-bit integers first)"
             )
 
+    def asarray(self, x, operand: str, dtype_name: str) -> np.ndarray:
+        """The user's operand as one array (``numpy.asarray``; a complex format also takes a
+        (real, imaginary) pair and returns its codes)."""
+        return np.asarray(x)
+
     def to_element(self, x, operand: str, dtype_name: str) -> np.ndarray:
         """A user array as this format's elements: rounded once (RNE) from the array's own
         precision, or range-checked. ``TypeError`` / ``ValueError`` name the offending operand."""
         x = np.asarray(x)
-        self.check_kind(x, operand, dtype_name)
         target = self.element
+        if self.codes_from is not None and x.dtype == self.codes_from:
+            return x.view(target)
+        self.check_kind(x, operand, dtype_name)
         if x.dtype == target:
             return x
         if self.is_float:
@@ -161,6 +215,8 @@ class NumberFormat:
         x = np.asarray(x)
         if self.f32_round is not None and x.dtype == np.float32:
             return self.f32_round(x.view(np.uint32))
+        if self.codes_from is not None and x.dtype == self.codes_from:
+            return x.view(self.storage)
         return self.to_element(x, operand, dtype_name).view(self.storage)
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
@@ -176,7 +232,108 @@ def daz(x: np.ndarray) -> np.ndarray:
     return np.where((bits & 0x7F800000) == 0, bits & 0x80000000, bits).astype(np.uint32).view(np.float32)
 
 
+_PAIR = np.dtype([("re", "<f2"), ("im", "<f2")])
+
+
+@dataclass(frozen=True)
+class ComplexFormat(NumberFormat):
+    """A complex number as two values of ``part`` in one code: the real part in the low half,
+    the imaginary part in the high half (``im:re``, as an AMX-COMPLEX dword holds it).
+
+    A user passes complex arrays (each part rounded as ``part`` rounds a real array: as
+    ``numpy.float16`` does for FP16), a ``(real, imag)`` tuple of two real arrays of one shape
+    (each converted as for ``part``), or codes (``codes_from``, uint32). Real arrays alone are a
+    ``TypeError``: a list ``[re, im]`` would read as one real array, so the pair must be a tuple.
+    Elements (``element``) are a structured (re, im) pair of ``part``'s type.
+    """
+
+    part: NumberFormat | None = None
+
+    @property
+    def lanes(self) -> int:
+        return 2
+
+    @property
+    def element(self) -> np.dtype:
+        return _PAIR
+
+    def sample(self, shape, rng: np.random.Generator, wide: bool = False) -> np.ndarray:
+        """Random complex values: standard normal real and imaginary parts (complex64, or
+        complex128 with ``wide``)."""
+        x = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+        return x if wide else x.astype(np.complex64)
+
+    def _part_codes(self, x, operand: str, dtype_name: str) -> np.ndarray:
+        return self.part.to_codes(x, operand, dtype_name).astype(self.storage)  # type: ignore[union-attr]
+
+    def asarray(self, x, operand: str, dtype_name: str) -> np.ndarray:
+        if isinstance(x, tuple):
+            if len(x) != 2:
+                raise ValueError(
+                    f"operand {operand}: a complex operand given as a tuple is (real, imag); got {len(x)} items"
+                )
+            re, im = np.asarray(x[0]), np.asarray(x[1])
+            if re.shape != im.shape:
+                raise ValueError(
+                    f"operand {operand}: the real part has shape {re.shape} and the imaginary part {im.shape}; "
+                    f"they must be equal"
+                )
+            for p, which in ((re, "real"), (im, "imaginary")):
+                if p.dtype.kind == "c":
+                    raise TypeError(
+                        f"operand {operand}: the {which} part of a (real, imag) pair is complex ({p.dtype})"
+                    )
+            lo = self._part_codes(re, f"{operand} (real part)", dtype_name)
+            hi = self._part_codes(im, f"{operand} (imaginary part)", dtype_name)
+            return lo | (hi << 16)
+        return np.asarray(x)
+
+    def check_kind(self, x: np.ndarray, operand: str, dtype_name: str) -> None:
+        if x.dtype.kind != "c":
+            raise TypeError(
+                f"operand {operand} has dtype {x.dtype}; dtype {dtype_name!r} takes complex arrays, a (real, imag) "
+                f"tuple of real arrays, or {self.codes_from} codes (imaginary part in the high half)"
+            )
+
+    def to_codes(self, x, operand: str, dtype_name: str) -> np.ndarray:
+        x = self.asarray(x, operand, dtype_name)
+        if x.dtype == self.codes_from:
+            return x
+        self.check_kind(x, operand, dtype_name)
+        return self.asarray((x.real, x.imag), operand, dtype_name)
+
+    def to_element(self, x, operand: str, dtype_name: str) -> np.ndarray:
+        return self.to_codes(x, operand, dtype_name).view(self.element)
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """Codes back to complex64 values (exact)."""
+        codes = np.asarray(codes).view(self.storage)
+        part = self.part
+        re = part.decode((codes & 0xFFFF).astype(part.storage))  # type: ignore[union-attr]
+        im = part.decode((codes >> 16).astype(part.storage))  # type: ignore[union-attr]
+        out = np.empty(codes.shape, np.complex64)
+        out.real, out.imag = re, im
+        return out
+
+
 BF16 = NumberFormat("bf16", "bfloat16", np.dtype(np.uint16), 8, "ml_dtypes", f32_to_bf16)
 FP16 = NumberFormat("fp16", "float16", np.dtype(np.uint16), 11, "numpy", f32_to_fp16)
+#: OCP E5M2 (AMX-FP8's "BF8"): bias 15, infinities and NaNs at exponent 31.
+BF8 = NumberFormat(
+    "bf8", "float8_e5m2", np.dtype(np.uint8), 3, "ml_dtypes", f32_to_e5m2, np.dtype(np.uint8), Minifloat(5, 2, 15, True)
+)
+#: OCP E4M3 "fn" (AMX-FP8's "HF8"): bias 7, no infinity, NaN only at 0x7F and 0xFF.
+HF8 = NumberFormat(
+    "hf8",
+    "float8_e4m3fn",
+    np.dtype(np.uint8),
+    4,
+    "ml_dtypes",
+    f32_to_e4m3fn,
+    np.dtype(np.uint8),
+    Minifloat(4, 3, 7, False),
+)
+#: A complex number as two FP16 values in a dword (AMX-COMPLEX): real in bits 15:0, imaginary in 31:16.
+CFP16 = ComplexFormat("cfp16", "complex FP16 pair", np.dtype(np.uint32), 11, codes_from=np.dtype(np.uint32), part=FP16)
 S8 = NumberFormat("s8", "int8", np.dtype(np.int8), 0)
 U8 = NumberFormat("u8", "uint8", np.dtype(np.uint8), 0)

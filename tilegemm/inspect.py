@@ -6,8 +6,9 @@
   code be inspected).
 - :func:`vector_report`: what that hot loop is made of, for this host or (``cpu=``) another target,
   compiled in a subprocess with ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` and never run.
-- :func:`amx_asm`: the seed's loop for a tiling as a Granite Rapids core would execute it
-  (``ldtilecfg``, ``tileloadd``, ``tdpbf16ps %tmm6, %tmm4, %tmm0`` ...), produced by LLVM through
+- :func:`amx_asm`: the seed's loop for a tiling as an AMX core would execute it (``ldtilecfg``,
+  ``tileloadd``, ``tdpbf16ps %tmm6, %tmm4, %tmm0`` ...; Granite Rapids for BF16/FP16/INT8,
+  Granite Rapids-D for AMX-COMPLEX, Diamond Rapids for AMX-FP8), produced by LLVM through
   llvmlite from the AMX intrinsics, compile-only.
 - :func:`native_ir` / :func:`native_asm`: the whole GEMM ``backend="native"`` runs
   (``tilegemm.native``), for Granite Rapids or another named CPU, compile-only.
@@ -57,16 +58,14 @@ def _probe(isa, dtype, tiling):
 
     kern = dispatch.lookup(isa, dtype, tiling)
     instr, fam = kern.instruction, kern.family
-    step = fam.superblock_step(kern.rows, kern.cols)
-    k = instr.k_step
-    if fam.a_layout == "f32":
-        A = np.zeros(kern.rows * 16 * k, np.float32)
-        B = np.zeros(kern.cols * 16 * k, np.float32)
-    else:
-        A = np.zeros(kern.rows * 16 * k, instr.a.storage)
-        B = np.zeros(kern.cols * 16 * k, instr.b.storage)
-    C = np.zeros(kern.rows * kern.cols * 256, instr.acc)
-    scratch = np.zeros(256, instr.acc)
+    lanes = instr.a.lanes  # values per element: a complex element is two
+    step = fam.superblock_step(kern.rows, kern.cols, instr.lanes, tuple(0 for _ in instr.switches))
+    k = instr.k_step * lanes
+    layout_dtypes = {"f32": np.float32, "f64": np.float64}
+    A = np.zeros(kern.rows * 16 * k, layout_dtypes.get(fam.a_layout, instr.a.storage))
+    B = np.zeros(kern.cols * 16 * k, layout_dtypes.get(fam.b_layout, instr.b.storage))
+    C = np.zeros(kern.rows * kern.cols * 256 * instr.lanes, instr.kernel_acc)
+    scratch = np.zeros(256 * instr.lanes, instr.kernel_acc)
     step.compile(tuple(typeof(x) for x in (A, B, C, scratch)))
     return step, step.signatures[-1]
 
@@ -179,13 +178,17 @@ def vector_report(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> VectorRepo
 # --------------------------------------------------------------------------------------------
 
 
-def _tile_instruction(dtype, isa):
+def _tile_instructions(dtype, isa):
+    """The tile instructions a dtype runs: the record itself, or its parts (complex: RL, IM)."""
+    from .instructions import INSTRUCTIONS
+
     instr = resolve(isa, dtype)[2]
-    if instr.tile_method is None:
+    tiles = [INSTRUCTIONS[p] for p in instr.parts] or [instr]
+    if any(t.tile_method is None for t in tiles):
         raise ValueError(
             f"{instr.mnemonic} (isa={isa!r}, dtype={dtype!r}) is not a tile instruction; amx_asm needs one"
         )
-    return instr
+    return tiles
 
 
 def amx_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
@@ -195,11 +198,14 @@ def amx_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
     (row block r at A + 16*r*lda), B packed as the seed packs it (the superblock's C column
     blocks 1 KiB apart, the next K step C KiB on), C row-major. ``tiling``: any of
     :data:`tilegemm.TILINGS` (tile numbers: ``tilegemm.native.program.seed_steps``). The K step
-    is emitted by the same code as the native kernels' (``tilegemm.native.program``).
+    is emitted by the same code as the native kernels' (``tilegemm.native.program``). A dtype
+    that runs several instructions (``"cfp16"``) gets one such function per instruction, each a
+    pass over K into its own FP32 C (real parts through TCMMRLFP16PS, imaginary parts through
+    TCMMIMFP16PS), so that every tiling keeps its register plan.
     """
     from .native import program
 
-    instr = _tile_instruction(dtype, isa)
+    tiles = _tile_instructions(dtype, isa)
     if tiling not in dispatch.TILINGS:
         raise ValueError(dispatch._tiling_error(tiling))
     rows, cols = dispatch.parse_tiling(tiling)
@@ -208,40 +214,48 @@ def amx_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
     seed = program.Program(rows, cols, (), (), (), tuple(steps))
     em = program.Emitter(lambda n: n)
     params = "ptr %cfg, ptr %A, i64 %lda, ptr %B, ptr %C, i64 %ldc, i64 %ksteps"
-    em(f"define void @seed_{instr.tile_method}_{tiling}({params}) {{")
-    em("entry:")
-    em.call("llvm.x86.ldtilecfg", "ptr %cfg")
-    for t in accs:
-        em.call("llvm.x86.tilezero", f"i8 {t}")
-    arow = [em.val("ar", f"mul i64 %lda, {16 * r}") for r in range(rows)]
-    em("br label %loop")
-    em("loop:")
-    em("%k = phi i64 [ 0, %entry ], [ %k1, %loop ]")
-    pa = em.gep("%A", em.val("aoff", "mul i64 %k, 64"))
-    pb = em.gep("%B", em.val("boff", f"mul i64 %k, {1024 * cols}"))
-    program.emit_step(em, seed, instr.llvm, pa, pb, "%lda", arow)
-    em("%k1 = add i64 %k, 1")
-    em("%more = icmp ult i64 %k1, %ksteps")
-    em("br i1 %more, label %loop, label %done")
-    em("done:")
-    for t in accs:
-        r, c = divmod(t, cols)
-        off = em.val("co", f"mul i64 %ldc, {16 * r}")
-        ptr = em.gep(em.gep("%C", off), 64 * c)
-        em.call("llvm.x86.tilestored64", f"i8 {t}", f"ptr {ptr}", "i64 %ldc")
-    em.call("llvm.x86.tilerelease")
-    em("ret void")
-    em("}")
-    lines = ['target triple = "x86_64-unknown-linux-gnu"'] + program.declarations(instr.llvm, lambda n: n)
+    for instr in tiles:
+        em(f"define void @seed_{instr.tile_method}_{tiling}({params}) {{")
+        em("entry:")
+        em.call("llvm.x86.ldtilecfg", "ptr %cfg")
+        for t in accs:
+            em.call("llvm.x86.tilezero", f"i8 {t}")
+        arow = [em.val("ar", f"mul i64 %lda, {16 * r}") for r in range(rows)]
+        em("br label %loop")
+        em("loop:")
+        em("%k = phi i64 [ 0, %entry ], [ %k1, %loop ]")
+        pa = em.gep("%A", em.val("aoff", "mul i64 %k, 64"))
+        pb = em.gep("%B", em.val("boff", f"mul i64 %k, {1024 * cols}"))
+        program.emit_step(em, seed, instr.llvm, pa, pb, "%lda", arow)
+        em("%k1 = add i64 %k, 1")
+        em("%more = icmp ult i64 %k1, %ksteps")
+        em("br i1 %more, label %loop, label %done")
+        em("done:")
+        for t in accs:
+            r, c = divmod(t, cols)
+            off = em.val("co", f"mul i64 %ldc, {16 * r}")
+            ptr = em.gep(em.gep("%C", off), 64 * c)
+            em.call("llvm.x86.tilestored64", f"i8 {t}", f"ptr {ptr}", "i64 %ldc")
+        em.call("llvm.x86.tilerelease")
+        em("ret void")
+        em("}")
+    lines = ['target triple = "x86_64-unknown-linux-gnu"'] + program.declarations(tiles[0].llvm, lambda n: n)
+    lines += [f"declare void @{t.llvm}(i8 immarg, i8 immarg, i8 immarg)" for t in tiles[1:]]
     return "\n".join(lines + em.lines) + "\n"
 
 
 def amx_asm(dtype="bf16", tiling="2x2", isa="amx") -> str:
-    """Assembly of :func:`amx_ir` for Granite Rapids (the seed's CPU; Sapphire Rapids lacks
-    AMX-FP16), compiled by LLVM through llvmlite and never run."""
+    """Assembly of :func:`amx_ir` for the CPU the instruction record names (``llvm_cpu``):
+    Granite Rapids, the seed's CPU, for AMX-BF16/INT8/FP16 (Sapphire Rapids lacks AMX-FP16);
+    Granite Rapids-D for AMX-COMPLEX; Diamond Rapids for AMX-FP8. Compiled by the LLVM inside
+    llvmlite (which knows all of these intrinsics) and never run."""
     from .native import jit
 
-    return jit.assembly(amx_ir(dtype, tiling, isa), "graniterapids", "+amx-tile,+amx-int8,+amx-bf16,+amx-fp16")
+    tiles = _tile_instructions(dtype, isa)
+    # LLVM aborts the process on an intrinsic its target lacks, so every feature is named.
+    features = ["+amx-tile", "+amx-int8", "+amx-bf16", "+amx-fp16"]
+    features += [f"+{t.cpu_flag.replace('_', '-')}" for t in tiles if t.cpu_flag]
+    return jit.assembly(amx_ir(dtype, tiling, isa), tiles[0].llvm_cpu, ",".join(dict.fromkeys(features)))
 
 
 def native_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:

@@ -7,7 +7,9 @@ intrinsic, the LLVM intrinsic and CPU flag of the real thing, and its documentat
 :class:`Profile` (``isa=`` of :func:`tilegemm.matmul`) maps the user's dtype names onto
 instructions: ``"amx"`` (the default: the tile multiplies), ``"avx512"`` (the AVX-512 BF16
 baseline) and ``"onednn"`` (PyTorch's bf16 matmul on an AMX server: oneDNN's blocking around the
-tile multiplies, ``docs/onednn.md``).
+tile multiplies, ``docs/onednn.md``). A dtype may run more than one instruction: ``"cfp16"``
+computes the real part of a complex product with TCMMRLFP16PS and the imaginary part with
+TCMMIMFP16PS, and its record names both (:attr:`Instruction.parts`).
 
 Adding a dtype is one record here, its reference, its kernels and its documentation page. No
 other module compares a dtype or ISA name to a string: they look records up here and read their
@@ -25,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .formats import BF16, FP16, S8, U8, NumberFormat
+from .formats import BF8, BF16, CFP16, FP16, HF8, S8, U8, NumberFormat
 
 __all__ = [
     "Switch",
@@ -55,16 +57,21 @@ class Switch:
     """A point the sources leave open, as a keyword of :func:`tilegemm.matmul`.
 
     ``values[0]`` is the default, the normative reading; a call that does not name the switch
-    computes it. Kernels receive the index of the chosen value.
+    computes it. Values are strings or booleans; a given value must be one of them, of the same
+    type. Kernels receive the index of the chosen value.
     """
 
     name: str
-    values: tuple[str, ...]
+    values: tuple[str | bool, ...]
     doc: str
 
     @property
-    def default(self) -> str:
+    def default(self) -> str | bool:
         return self.values[0]
+
+    def accepts(self, value: object) -> bool:
+        """True for one of :attr:`values`, compared with its type (``0`` is not ``False``)."""
+        return any(type(value) is type(v) and value == v for v in self.values)
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,9 @@ class Instruction:
     daz_inputs:
         Denormal inputs are read as zero (BF16 into TDPBF16PS / VDPBF16PS); FP16 keeps them.
     dst_daz:
-        The first add reads a denormal C as zero (so C passed with ``accumulate=True`` is).
+        The first add reads a denormal C as zero (so C passed with ``accumulate=True`` is); the
+        framework applies it before the kernels run. Where a switch decides it (AMX-FP8's
+        ``fp8_dst_daz``), this is False and the reference and the kernels apply the switch.
     reference:
         ``"module:function"`` of the readable GEMM reference, ``f(instr, a_codes, b_codes, c)``.
     kernel:
@@ -103,6 +112,16 @@ class Instruction:
     switches:
         The open points of this instruction's definition (:class:`Switch`), each a keyword of
         :func:`tilegemm.matmul` and :func:`tilegemm.reference.matmul`.
+    exact_sum:
+        The products of one instruction are summed exactly (in fixed point) and rounded once
+        (AMX-FP8); ``fixed_shift`` is the scale of that sum.
+    llvm_cpu:
+        The CPU LLVM compiles the real instruction for (``tilegemm.inspect.amx_asm``).
+    part:
+        For an instruction that writes one part of a complex result: 0 (real) or 1 (imaginary),
+        the lane of its kernel family's interleaved (re, im) output it is.
+    parts:
+        For a dtype that runs several instructions: their mnemonics, in lane order.
     """
 
     mnemonic: str
@@ -122,10 +141,32 @@ class Instruction:
     llvm: str | None = None
     cpu_flag: str | None = None
     switches: tuple[Switch, ...] = ()
+    exact_sum: bool = False
+    llvm_cpu: str = "graniterapids"
+    part: int | None = None
+    parts: tuple[str, ...] = ()
 
     @property
     def is_float(self) -> bool:
-        return self.acc.kind == "f"
+        return self.acc.kind in "fc"
+
+    @property
+    def lanes(self) -> int:
+        """Values the kernels keep per output: 2 for a complex result (re, im), else 1."""
+        return 2 if self.acc.kind == "c" else 1
+
+    @property
+    def kernel_acc(self) -> np.dtype:
+        """The dtype the kernels see C as: a complex result as interleaved (re, im) float32."""
+        return _F32 if self.acc.kind == "c" else self.acc
+
+    @property
+    def fixed_shift(self) -> int:
+        """F of an exact-sum instruction: the products' exact sum is an integer times 2^-F (AMX-FP8:
+        32 for E5M2 x E5M2, 25 mixed, 18 for E4M3 x E4M3)."""
+        if not self.exact_sum or self.a.minifloat is None or self.b.minifloat is None:
+            raise ValueError(f"{self.mnemonic} does not sum in fixed point")
+        return self.a.minifloat.fix_shift + self.b.minifloat.fix_shift
 
     @property
     def b_layout(self) -> tuple[str, int, int]:
@@ -138,7 +179,7 @@ class Instruction:
         """The reference GEMM function (imported on first use)."""
         return _resolve_path(self.reference)
 
-    def options(self, given: Mapping[str, object], dtype: str = "") -> dict[str, str]:
+    def options(self, given: Mapping[str, object], dtype: str = "") -> dict[str, str | bool]:
         """Every switch of this instruction with its value: ``given`` where named, else the
         default. ``ValueError`` for a value the switch does not have, or a switch that belongs to
         other instructions only; ``TypeError`` for a name that is no switch at all."""
@@ -151,11 +192,11 @@ class Instruction:
                         f"switch {name!r} does not apply to {self.mnemonic} (dtype {dtype!r}); its switches: {valid}"
                     )
                 raise TypeError(f"unexpected keyword argument {name!r}")
-            if value not in mine[name].values:
+            if not mine[name].accepts(value):
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, mine[name].values))}")
-        return {name: str(given.get(name, sw.default)) for name, sw in mine.items()}
+        return {name: given.get(name, sw.default) for name, sw in mine.items()}  # type: ignore[misc]
 
-    def option_codes(self, options: Mapping[str, str]) -> tuple[int, ...]:
+    def option_codes(self, options: Mapping[str, str | bool]) -> tuple[int, ...]:
         """The chosen switch values as indices (what kernels receive), in :attr:`switches` order."""
         return tuple(sw.values.index(options[sw.name]) for sw in self.switches)
 
@@ -272,6 +313,89 @@ def _amx_int(mnemonic: str, a: NumberFormat, b: NumberFormat) -> Instruction:
     )
 
 
+# AMX-COMPLEX and AMX-FP8 leave points open that the published definitions (Intel SDM, ISE) do not
+# settle; each is a switch whose first value is the reading tilegemm computes by default
+# (docs/amx-complex.md, docs/amx-fp8.md show the example that tells the readings apart).
+_TCMM_SWITCHES = (
+    Switch(
+        "tcmm_rl_negate",
+        ("sdm_input_sign_flip", "product_negate"),
+        "TCMMRLFP16PS's negation of A's imaginary part: the SDM flips the FP16 input's sign bit; "
+        "product_negate negates the product instead. Only the sign of a NaN result differs.",
+    ),
+    Switch(
+        "tcmm_im_lane_order",
+        ("sdm", "sde"),
+        "TCMMIMFP16PS's lanes: the SDM's t0 = im(a)*re(b), t1 = re(a)*im(b); sde swaps them. Only "
+        "which NaN payload a result carries differs.",
+    ),
+)
+_FP8_SWITCHES = (
+    Switch(
+        "fp8_inf_cancel",
+        ("strict", "sde_revive"),
+        "+Inf and -Inf products in one instruction: strict gives NaN; sde_revive tracks a sign "
+        "state in product order that a later Inf can revive (NaN only if cancelled at a dword's end).",
+    ),
+    Switch(
+        "fp8_dst_daz",
+        (True, False),
+        "Whether the final add reads a denormal dst as zero (FTZ applies either way): only the sign "
+        "of a zero result from a denormal dst differs.",
+    ),
+)
+
+
+def _amx_complex(mnemonic: str, part: int, summary: str) -> Instruction:
+    method = mnemonic.lower()
+    return Instruction(
+        mnemonic,
+        CFP16,
+        CFP16,
+        group=1,
+        k_step=16,
+        acc=_F32,
+        reference="tilegemm.reference.complex:tcmm_gemm",
+        kernel="cfp16",
+        doc="docs/amx-complex.md",
+        summary=summary,
+        dst_daz=True,
+        tile_method=method,
+        intrinsic=f"_tile_{method[1:]}",
+        llvm=f"llvm.x86.{method}",
+        cpu_flag="amx_complex",
+        llvm_cpu="graniterapids-d",
+        switches=_TCMM_SWITCHES,
+        part=part,
+    )
+
+
+def _amx_fp8(mnemonic: str, a: NumberFormat, b: NumberFormat) -> Instruction:
+    method = mnemonic.lower()
+    return Instruction(
+        mnemonic,
+        a,
+        b,
+        group=4,
+        k_step=64,
+        acc=_F32,
+        reference="tilegemm.reference.fp8:tdpfp8_gemm",
+        kernel="fp8quads",
+        doc="docs/amx-fp8.md",
+        summary=f"{a.name} x {b.name} in quads, all products of a tile summed exactly, rounded once into FP32",
+        exact_sum=True,
+        tile_method=method,
+        intrinsic=f"_tile_{method[1:]}",
+        llvm=f"llvm.x86.{method}",
+        cpu_flag="amx_fp8",
+        llvm_cpu="diamondrapids",
+        switches=_FP8_SWITCHES,
+    )
+
+
+_RL = _amx_complex("TCMMRLFP16PS", 0, "complex FP16 dwords: the real part of A x B into FP32")
+_IM = _amx_complex("TCMMIMFP16PS", 1, "complex FP16 dwords: the imaginary part of A x B into FP32")
+
 #: Every emulated instruction, by mnemonic.
 INSTRUCTIONS: Mapping[str, Instruction] = MappingProxyType(
     {
@@ -283,6 +407,30 @@ INSTRUCTIONS: Mapping[str, Instruction] = MappingProxyType(
             _amx_int("TDPBSUD", S8, U8),
             _amx_int("TDPBUSD", U8, S8),
             _amx_int("TDPBUUD", U8, U8),
+            _RL,
+            _IM,
+            # The complex product as one dtype: both instructions over the same tiles, C as complex64.
+            Instruction(
+                f"{_RL.mnemonic}+{_IM.mnemonic}",
+                CFP16,
+                CFP16,
+                group=1,
+                k_step=16,
+                acc=np.dtype(np.complex64),
+                reference="tilegemm.reference.complex:cfp16_gemm",
+                kernel="cfp16",
+                doc="docs/amx-complex.md",
+                summary="complex FP16: real part by TCMMRLFP16PS, imaginary part by TCMMIMFP16PS, into complex64",
+                dst_daz=True,
+                cpu_flag="amx_complex",
+                llvm_cpu="graniterapids-d",
+                switches=_TCMM_SWITCHES,
+                parts=(_RL.mnemonic, _IM.mnemonic),
+            ),
+            _amx_fp8("TDPBF8PS", BF8, BF8),
+            _amx_fp8("TDPBHF8PS", BF8, HF8),
+            _amx_fp8("TDPHBF8PS", HF8, BF8),
+            _amx_fp8("TDPHF8PS", HF8, HF8),
             Instruction(
                 "VDPBF16PS",
                 BF16,
@@ -320,9 +468,15 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
                     "s8u8": _I["TDPBSUD"],
                     "u8s8": _I["TDPBUSD"],
                     "u8u8": _I["TDPBUUD"],
+                    "cfp16": _I["TCMMRLFP16PS+TCMMIMFP16PS"],
+                    "bf8": _I["TDPBF8PS"],
+                    "bf8hf8": _I["TDPBHF8PS"],
+                    "hf8bf8": _I["TDPHBF8PS"],
+                    "hf8": _I["TDPHF8PS"],
                 }
             ),
-            summary="Intel AMX tile multiplies (Sapphire Rapids, Granite Rapids)",
+            summary="Intel AMX tile multiplies (Sapphire Rapids, Granite Rapids; AMX-COMPLEX on Granite "
+            "Rapids-D, AMX-FP8 on Diamond Rapids)",
             doc="docs/semantics.md",
             aliases=MappingProxyType({"int8": "s8s8"}),
             onednn="AVX512_CORE_AMX",

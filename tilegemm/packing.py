@@ -9,6 +9,10 @@ N to whole tiles. :class:`PackedB` holds that, and, on first use, the form a ker
 A is cut into panels of one tile (16 rows x one K step) each, contiguous, in a compiled pass that
 also finds the exponent range the fast-path proof needs (``tilegemm.plan``).
 
+Complex FP16 (AMX-COMPLEX) packs like the others with one dword per element (B is plain
+row-major: group 1); its kernels read each element as its two parts side by side. The 8-bit
+floats (AMX-FP8) pack as bytes in quads, like INT8, and their kernels read exact binary64 values.
+
 This module rearranges elements (widening 16-bit floats exactly where a kernel reads float32);
 it never rounds: converting user values is ``formats``' job.
 """
@@ -17,11 +21,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import convert
-from .formats import BF16, FP16, NumberFormat
+from . import convert, float8
+from .formats import BF16, CFP16, FP16, NumberFormat
 from .instructions import DEFAULT_ISA, Instruction, resolve
 
-__all__ = ["PackedB", "pack", "pack_codes", "a_panels", "tile_operands", "exponent_range", "TILE_N", "TILE_ROWS"]
+__all__ = [
+    "PackedB",
+    "pack",
+    "pack_codes",
+    "a_panels",
+    "kernel_blocks",
+    "tile_operands",
+    "exponent_range",
+    "TILE_N",
+    "TILE_ROWS",
+]
 
 TILE_N = 16  # C tile columns (16 x 4 bytes)
 TILE_ROWS = 16  # rows of a tile register
@@ -32,6 +46,7 @@ _WIDEN = {
     (BF16, True): convert.bf16_to_f32_daz,
     (FP16, False): convert.fp16_to_f32,
     (FP16, True): convert.fp16_to_f32,
+    (CFP16, False): convert.fp16_to_f32,  # each part of a complex element
 }
 # The compiled A panel pass's modes, by (format, DAZ): from codes, and from float32 input
 # (rounded to the format in the same pass).
@@ -39,6 +54,7 @@ _A_MODES = {
     (BF16, True): (convert.MODE_BF16, convert.MODE_F32_TO_BF16),
     (FP16, False): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
     (FP16, True): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
+    (CFP16, False): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
 }
 
 
@@ -109,21 +125,11 @@ class PackedB:
         """What a kernel family reads, ``(batch, NB, KB, 16, ...)`` (made once per layout, kept).
 
         Blocks are stored column-panel first, ``(batch, NB, KB, ...)``, so the blocks one C
-        superblock reads along K are one contiguous stream. ``"bytes"``: the packed codes
-        (``[quad][n][4]``). ``"f32"``: exact float32 values with the pair split into planes,
-        ``[pair][even/odd][n]``, so a vector of 16 columns loads in one go (kernels/tiles.py).
+        superblock reads along K are one contiguous stream (see :func:`kernel_blocks`).
         """
         key = f"{layout}:{daz}"
         if key not in self._kernel_b:
-            el = self.elements()
-            flat = el.reshape((-1,) + el.shape[-5:]).swapaxes(1, 2)
-            if layout == "f32":
-                flat = flat.swapaxes(-1, -2)
-                out = np.empty(flat.shape, np.float32)  # written once, in the final order
-                _WIDEN[(self.format, daz)](flat, out=out.view(np.uint32))
-                self._kernel_b[key] = out
-            else:
-                self._kernel_b[key] = np.ascontiguousarray(flat)
+            self._kernel_b[key] = kernel_blocks(self.format, layout, daz, self.elements())
         return self._kernel_b[key]
 
     def exponent_range(self, layout: str, daz: bool) -> tuple[int, int] | None:
@@ -147,6 +153,28 @@ def exponent_range(x: np.ndarray) -> tuple[int, int] | None:
     return None if lo > hi else (int(lo) - 127, int(hi) - 127)
 
 
+def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> np.ndarray:
+    """VNNI blocks of codes ``(..., KB, NB, 16, 16, group)`` as a kernel family reads them,
+    ``(batch, NB, KB, 16, ...)``.
+
+    ``"bytes"``: the packed codes (``[quad][n][4]``). ``"f32"``: exact float32 values with the
+    group split into planes, ``[pair][even/odd][n]`` (a complex element: ``[k][re/im][n]``), so a
+    vector of 16 columns loads in one go (kernels/tiles.py). ``"f64"``: exact binary64 values of
+    8-bit floats, ``[quad][j][n]``, that is ``[k][n]``.
+    """
+    if fmt.lanes > 1:
+        el = el.view(fmt.part.storage)  # type: ignore[attr-defined]  # an element's parts side by side
+    flat = el.reshape((-1,) + el.shape[-5:]).swapaxes(1, 2)
+    if layout == "f32":
+        flat = flat.swapaxes(-1, -2)
+        out = np.empty(flat.shape, np.float32)  # written once, in the final order
+        _WIDEN[(fmt, daz)](flat, out=out.view(np.uint32))
+        return out
+    if layout == "f64":
+        return float8.decode_table(fmt)[np.ascontiguousarray(flat.swapaxes(-1, -2))]
+    return np.ascontiguousarray(flat)
+
+
 def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA) -> PackedB:
     """Pack B (K x N, or a stack ``(..., K, N)``) into the VNNI tile-blocked layout.
 
@@ -162,7 +190,7 @@ def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA) -> PackedB:
     [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
     """
     _, name, instr = resolve(isa, dtype)
-    b = np.asarray(b)
+    b = instr.b.asarray(b, "b", name)
     if b.ndim < 2:
         raise ValueError(f"pack takes a B of at least 2 dimensions (K, N), got shape {b.shape}")
     return pack_codes(instr.b.to_codes(b, "b", name), isa, name)
@@ -185,18 +213,27 @@ def pack_codes(el: np.ndarray, isa: str, dtype: str) -> PackedB:
 def a_panels(
     instr: Instruction, layout: str, a: np.ndarray, k_blocks: int
 ) -> tuple[np.ndarray, tuple[int, int] | None]:
-    """A (nA, M, K) as the kernels' panels ``(nA, M_tiles, k_blocks, 16, k_step)``, and, for
-    float layouts, the exponent range of its non-zero finite values (None: none).
+    """A (nA, M, K) as the kernels' panels ``(nA, M_tiles, k_blocks, 16, k_step)`` (a complex
+    element as its two parts: ``2 * k_step`` values), and, for float layouts, the exponent range
+    of its non-zero finite values (None: none).
 
     ``a`` holds codes, or float32 values headed for a 16-bit float format, which the same
-    compiled pass rounds (RNE) and widens.
+    compiled pass rounds (RNE) and widens (or, for an 8-bit float, a compiled pass before it).
     """
     nA, M, K = a.shape
-    panels = (nA, -(-M // TILE_ROWS), k_blocks, TILE_ROWS, instr.k_step)
+    lanes = instr.a.lanes
+    panels = (nA, -(-M // TILE_ROWS), k_blocks, TILE_ROWS, instr.k_step * lanes)
     if layout == "bytes":
         A = np.zeros(panels, instr.a.storage)
         convert.pack_a_int(a, A)
         return A, None
+    if layout == "f64":
+        if a.dtype == np.float32:  # headed for an 8-bit float: rounded here (RNE, as ml_dtypes)
+            a = instr.a.f32_round(a.view(np.uint32))  # type: ignore[misc]
+        A64 = np.zeros(panels, np.float64)
+        return A64, float8.pack_a(a, instr.a, A64)
+    if lanes > 1:
+        a = np.ascontiguousarray(a).view(instr.a.part.storage)  # type: ignore[attr-defined]  # (nA, M, 2K)
     codes_mode, f32_mode = _A_MODES[(instr.a, instr.daz_inputs)]
     out = np.zeros(panels, np.uint32)
     if a.dtype == np.float32:
@@ -209,22 +246,25 @@ def a_panels(
 def tile_operands(
     instr: Instruction, layout: str, a_codes: np.ndarray, b_codes: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Tile registers' contents as one kernel A panel and B block (flat), zero-padded.
+    """Tile registers' contents as a kernel family's operands for one tile multiply: A as one
+    panel ``(1, 1, 1, 16, ...)`` and B as one kernel block ``(1, 1, 1, 16, ...)``, zero-padded.
 
     ``a_codes``: (M, group*K4) codes of the A tile; ``b_codes``: (K4, N, group) codes of the B
-    tile in VNNI order. The layout is the kernel family's (see :meth:`PackedB.kernel_b`).
+    tile in VNNI order. The layout is the kernel family's (see :func:`kernel_blocks`). Runs no
+    parallel code: the tile API calls it once per instruction.
     """
-    m = a_codes.shape[0]
-    k4, n, g = b_codes.shape
+    m, kk = a_codes.shape
+    panel = np.zeros((1, 1, 1, TILE_ROWS, instr.k_step), instr.a.storage)
+    panel[0, 0, 0, :m, :kk] = a_codes
+    if instr.a.lanes > 1:
+        panel = panel.view(instr.a.part.storage)  # type: ignore[attr-defined]  # (re, im) side by side
     if layout == "f32":
-        widen = _WIDEN[(instr.a, instr.daz_inputs)]
-        A = np.zeros((TILE_ROWS, instr.k_step), np.float32)
-        A[:m, : g * k4] = widen(a_codes).view(np.float32)
-        B = np.zeros((TILE_ROWS, g, TILE_N), np.float32)
-        B[:k4, :, :n] = widen(np.ascontiguousarray(b_codes.transpose(0, 2, 1))).view(np.float32)
+        A = _WIDEN[(instr.a, instr.daz_inputs)](panel).view(np.float32)
+    elif layout == "f64":
+        A = float8.decode_table(instr.a)[panel]
     else:
-        A = np.zeros((TILE_ROWS, instr.k_step), instr.a.storage)
-        A[:m, : g * k4] = a_codes
-        B = np.zeros((TILE_ROWS, TILE_N, g), instr.b.storage)
-        B[:k4, :n] = b_codes
-    return A.reshape(-1), B.reshape(-1)
+        A = panel
+    k4, n, g = b_codes.shape
+    el = np.zeros((1, 1, TILE_ROWS, TILE_N, g), instr.b.storage)
+    el[0, 0, :k4, :n] = b_codes
+    return A, kernel_blocks(instr.b, layout, instr.daz_inputs, el)

@@ -2,8 +2,9 @@
 
 The proof is the "prove per call that no flush can happen" design (``docs/semantics.md``, "How
 the kernels stay exact"): from the exponent ranges of A, B and C, show that no partial sum can be
-tiny and no product can overflow; then plain vector FMA code returns the exact bits. Kernels of
-families that need no proof (integer sums) always run their fast entry.
+tiny and no product can overflow; then plain vector FMA code returns the exact bits. For the
+instructions that sum exactly in fixed point (AMX-FP8) the proof is that binary64 sums stay
+exact. Kernels of families that need no proof (integer sums) always run their fast entry.
 """
 
 from __future__ import annotations
@@ -38,7 +39,18 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
     denormal ever appears for DAZ to read). If also ``Ea_max + Eb_max <= 126``, every product is
     exact in binary32, so ``fma32`` equals multiply-then-add and LLVM's optional fusion cannot
     change a bit. Infinite and NaN inputs are fine: their products are the same either way.
+
+    Exact-sum instructions (AMX-FP8): every product is exact in binary64 and a multiple of
+    ``2^-F`` (``instr.fixed_shift``), so a binary64 sum of one instruction's ``k_step`` products
+    is exact while it stays below ``2^(53 - F)``: ``Ea_max + Eb_max + 2 + log2(k_step) + F <= 53``
+    (values below ``2^(E+1)``). Then rounding that sum to binary32 once is the instruction's
+    rounding; C does not enter (the kernels add it exactly, see ``kernels/fp8.py``).
     """
+    if instr.exact_sum:
+        if a_range is None or b_range is None:
+            return True
+        terms = (instr.k_step - 1).bit_length()
+        return a_range[1] + b_range[1] + 2 + terms + instr.fixed_shift <= 53
     if not instr.is_float:
         return True
     grid = []

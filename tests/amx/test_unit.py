@@ -149,3 +149,20 @@ def test_multiply_matches_matmul_and_clears_upper_bytes():
     assert not u.tiles[0, 5:].any() and not u.tiles[0, :, 12:].any()
     assert u.counters.macs == 5 * 3 * 6 and u.counters.instructions["tdpbf16ps"] == 1
     assert u.counters.bytes_loaded == 5 * 12 + 3 * 12 and u.counters.load_to_compute == 2.0
+
+
+@pytest.mark.parametrize("method", ["tdpbf16ps", "tdpfp16ps"])
+def test_multiply_reads_a_denormal_dst_as_zero(method):
+    # dst = 0x80000001 (-2^-149) and a zero product: DAZ reads dst as -0, and -0 + (+0 + +0) = +0.
+    # Without DAZ the exact sum -2^-149 would flush to -0 (as matmul's accumulate=True shows too).
+    u = TileUnit()
+    u.ldtilecfg(TileConfig(rows=(1, 1, 1) + (0,) * 5, colsb=(4, 4, 4) + (0,) * 5))
+    mem = np.concatenate([np.uint32([0x80000001]).view(np.uint8), np.zeros(8, np.uint8)])
+    u.tileloadd(0, mem, 0, 4)
+    u.tileloadd(1, mem, 4, 4)
+    u.tileloadd(2, mem, 8, 4)
+    getattr(u, method)(0, 1, 2)
+    assert_bits(u.tile(0, np.float32), np.float32([[0.0]]), method)
+    out = np.uint32([[0x80000001]]).view(np.float32)
+    tilegemm.matmul(np.zeros((1, 2)), np.zeros((2, 1)), method[3:7], out=out, accumulate=True)
+    assert_bits(out, np.float32([[0.0]]), "matmul")

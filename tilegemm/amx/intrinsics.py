@@ -51,8 +51,8 @@ def _tile_release():
 def _multiply_intrinsic(record: Instruction) -> Callable[..., Any]:
     method = record.tile_method
 
-    def intrinsic(dst, a, b):
-        getattr(unit, method)(dst, a, b)  # the unit current at the call (reset() replaces it)
+    def intrinsic(dst, a, b, **switches):
+        getattr(unit, method)(dst, a, b, **switches)  # the unit current at the call (reset() replaces it)
 
     intrinsic.__name__ = intrinsic.__qualname__ = str(record.intrinsic)
     intrinsic.__doc__ = f"{record.intrinsic}(dst, a, b): {record.mnemonic} on the default unit."

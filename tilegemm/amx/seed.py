@@ -7,6 +7,10 @@ issues the 2x2 listing as printed, which reloads TMM6 and TMM7 (6 loads per 4 mu
 ``gemm_2x2_resident`` keeps both B tiles resident (4 loads). ``gemm_single_buffered(R, C)`` is the
 seed style for larger blocks with one A and one B register (2x3: 8 loads per 6 multiplies).
 
+A dtype that runs several instructions (``"cfp16"``: TCMMRLFP16PS for the real part and
+TCMMIMFP16PS for the imaginary part) runs the whole port once per instruction, each pass into its
+own FP32 C, and returns the parts together.
+
 tilegemm's additions, where the article handles only whole tiles: edge blocks are configured with
 fewer rows and colsb, exactly as hardware allows; the last K step is configured with
 ``colsb = 4 * K4`` (after storing the accumulators, since LDTILECFG clears every tile, and
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..instructions import DEFAULT_ISA, resolve
+from ..instructions import DEFAULT_ISA, INSTRUCTIONS, resolve
 from . import intrinsics as amx
 from .config import TileConfig
 
@@ -74,7 +78,10 @@ class _Operands:
         self.k_steps = -(-self.K // step)
         self.C = np.zeros(self.M * self.N * 4, np.uint8)
         self.ldc = self.N * 4
-        self.dp = getattr(amx, fmt.intrinsic)
+        parts = [INSTRUCTIONS[p] for p in fmt.parts] or [fmt]
+        self.dps = [getattr(amx, p.intrinsic) for p in parts]  # one pass per instruction
+        self.dp = self.dps[0]
+        self.part_acc = parts[0].acc
 
     def k4(self, kb):
         """VNNI groups in K step ``kb`` (16, or fewer in the last step)."""
@@ -91,7 +98,7 @@ class _Operands:
         return i * self.ldc + j * 4
 
     def result(self):
-        return self.C.view(self.fmt.acc).reshape(self.M, self.N)
+        return self.C.view(self.part_acc).reshape(self.M, self.N).copy()
 
 
 def _config(shapes) -> TileConfig:
@@ -106,6 +113,21 @@ def _run_blocks(op, R, Cn, acc, a_reg, b_reg, step):
 
     ``acc(r, c)``, ``a_reg(r)``, ``b_reg(c)``: tile numbers; ``step(blocks, kb)`` issues one K
     step's loads and multiplies (the part each listing spells out differently)."""
+    results = []
+    for dp in op.dps:
+        op.dp = dp
+        op.C[...] = 0
+        results.append(_run_pass(op, R, Cn, acc, a_reg, b_reg, step))
+    if len(results) == 1:
+        return results[0]
+    out = np.empty(results[0].shape, op.fmt.acc)  # the parts of a complex result, bit for bit
+    planes = out.view(results[0].dtype).reshape(out.shape + (len(results),))
+    for lane, r in enumerate(results):
+        planes[..., lane] = r
+    return out
+
+
+def _run_pass(op, R, Cn, acc, a_reg, b_reg, step):
     for i0 in range(0, op.M, TILE_M * R):
         for j0 in range(0, op.N, TILE_N * Cn):
             rows = [min(TILE_M, op.M - (i0 + TILE_M * r)) for r in range(R) if i0 + TILE_M * r < op.M]

@@ -3,9 +3,11 @@
 Instructions are methods named after them; the tile multiplies (``tdpbf16ps`` ...) are made from
 the instruction records of :mod:`tilegemm.instructions`, one method per record with a tile form.
 Each checks every condition under which the SDM raises a fault before it changes anything, so a
-fault leaves registers, configuration and counters exactly as they were. The multiplies run the
-compiled tile multiply of ``tilegemm.kernels`` (``tiles.tile_instruction``, the exact arithmetic
-of ``docs/semantics.md``), the same code the fast ``matmul`` path is tested against bit for bit.
+fault leaves registers, configuration and counters exactly as they were. A multiply runs its
+kernel family's tile entry point (``tilegemm.kernels.gemm``: the exact variant on the one tile), the exact
+arithmetic of ``docs/semantics.md`` that the fast ``matmul`` path is tested against bit for bit.
+Instructions with open points take their switches as keywords (``u.tdpbf8ps(0, 1, 2,
+fp8_inf_cancel="sde_revive")``), defaulting to the normative readings.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dispatch import FAMILIES
+from ..formats import daz
 from ..instructions import INSTRUCTIONS, Instruction
 from ..packing import tile_operands
 from .config import COLSB, ROWS, PFFault, TileConfig, UDFault
@@ -187,8 +190,9 @@ class TileUnit:
 
     # -- the multiplies -----------------------------------------------------------------------
 
-    def _multiply(self, record: Instruction, dst: int, a: int, b: int) -> None:
+    def _multiply(self, record: Instruction, dst: int, a: int, b: int, switches: dict) -> None:
         instr = str(record.tile_method)
+        codes = record.option_codes(record.options(switches, instr))
         m, dcolsb = self._shape(instr, dst)
         arows, acolsb = self._shape(instr, a)
         brows, bcolsb = self._shape(instr, b)
@@ -205,30 +209,42 @@ class TileUnit:
         if bcolsb != dcolsb:
             raise UDFault(instr, b, f"B has colsb = {bcolsb} but dst has colsb = {dcolsb}")
         if self._native is not None:
+            if switches:
+                raise ValueError(
+                    f"switches ({', '.join(switches)}) choose readings of the emulation; a native unit runs "
+                    f"{record.mnemonic} itself and takes none"
+                )
             self._native.execute(self, ("dp", record, int(dst), int(a), int(b)))
             self._count(instr, macs=m * n * k4 * record.group)
             return
-        from ..kernels.tiles import tile_instruction
-
-        C = np.zeros(256, record.acc)
-        C.reshape(16, 16)[:m, :n] = self.tiles[dst, :m, :dcolsb].view(record.acc)
+        family = FAMILIES[record.kernel]
+        d = self.tiles[dst, :m, :dcolsb].view(record.acc)
+        if record.dst_daz:
+            d = daz(d)  # the first add reads a denormal dst as zero
+        # C as the family's kernels see it; a complex family keeps (re, im) per output, and the
+        # instruction's part of it is its dst.
+        lanes = 2 if record.part is not None else 1
+        C = np.zeros((1, m, n * lanes), record.acc)
+        C[0, :, (record.part or 0) :: lanes] = d
         a_codes = self.tiles[a, :m, :acolsb].view(record.a.storage)
         b_codes = self.tiles[b, :k4, :bcolsb].view(record.b.storage).reshape(k4, n, record.group)
-        A, B = tile_operands(record, FAMILIES[record.kernel].a_layout, a_codes, b_codes)
-        tile_instruction(A, B, C, m, k4, n)
+        A, B = tile_operands(record, family.a_layout, a_codes, b_codes)
+        family.entry("tile")(A, B, C, k4 * record.group, *codes)
         self.tiles[dst] = 0  # rows M..15 and bytes colsb..63 of dst become zero
-        self.tiles[dst, :m, :dcolsb] = C.reshape(16, 16)[:m, :n].view(np.uint8)
+        self.tiles[dst, :m, :dcolsb] = np.ascontiguousarray(C[0, :, (record.part or 0) :: lanes]).view(np.uint8)
         self._count(instr, macs=m * n * k4 * record.group)
 
 
 def _tile_method(record: Instruction):
-    def method(self, dst, a, b):
-        self._multiply(record, dst, a, b)
+    def method(self, dst, a, b, **switches):
+        self._multiply(record, dst, a, b, switches)
 
     method.__name__ = method.__qualname__ = str(record.tile_method)
     method.__doc__ = (
-        f"{record.mnemonic}: dst ({record.acc}) += a ({record.a.name}) x b ({record.b.name}, VNNI groups of "
-        f"{record.group}): {record.summary}. ``dst``, ``a``, ``b``: tile numbers. See {record.doc}."
+        f"{record.mnemonic}: dst ({record.acc}) += a ({record.a.name}) x b ({record.b.name}, groups of "
+        f"{record.group} along K): {record.summary}. ``dst``, ``a``, ``b``: tile numbers"
+        + (f"; switches: {', '.join(s.name for s in record.switches)}" if record.switches else "")
+        + f". See {record.doc}."
     )
     return method
 

@@ -10,6 +10,9 @@ exact-rational oracle.
 - :mod:`~tilegemm.reference.amx`: TDPBF16PS / TDPFP16PS / TDPB*D and the GEMM cut into tiles.
 - :mod:`~tilegemm.reference.avx512`: VDPBF16PS.
 - :mod:`~tilegemm.reference.onednn`: PyTorch's bf16 matmul on an AMX server (oneDNN's blocks).
+- :mod:`~tilegemm.reference.complex`: TCMMRLFP16PS / TCMMIMFP16PS (AMX-COMPLEX).
+- :mod:`~tilegemm.reference.fp8`: TDPBF8PS / TDPBHF8PS / TDPHBF8PS / TDPHF8PS (AMX-FP8), with the
+  8-bit float decode (``fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
     Parameters
     ----------
     a, b : array_like, 2-D (M x K and K x N)
-        Converted to ``dtype`` once, as :func:`tilegemm.matmul` converts them.
+        Converted to ``dtype`` once, as :func:`tilegemm.matmul` converts them (for ``"cfp16"``
+        also a ``(real, imag)`` tuple).
     dtype : str
         A dtype name of the ``isa`` profile (:data:`tilegemm.DTYPES`).
     c : array_like, optional

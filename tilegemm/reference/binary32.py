@@ -6,6 +6,9 @@ MXCSR.DAZ|FTZ behaviour: a denormal operand is read as a zero of its sign, and a
 sign (``docs/semantics.md``, "Rounding"). They are ufuncs over the scalar functions of
 ``tilegemm.kernels.exact``: the reference and the kernels' exact path run one implementation of
 the rounding, and ``tests/test_reference.py`` checks it against exact rational arithmetic.
+
+``fma32_x86`` / ``add32_x86`` add the NaN an x86 core returns (which operand's payload, or the
+default NaN), for references that spell NaN results out bit for bit (AMX-COMPLEX).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from numba import vectorize
 from ..formats import daz
 from ..kernels import exact
 
-__all__ = ["fma32", "add32", "daz", "fma32_read", "add32_read"]
+__all__ = ["fma32", "add32", "daz", "fma32_read", "add32_read", "fma32_x86", "add32_x86", "quiet", "INDEF"]
 
 
 @vectorize(["float32(float32, float32, float32)"], cache=True)
@@ -41,3 +44,52 @@ def add32(x, y) -> np.ndarray:
     """One binary32 addition: RNE, DAZ on the operands, FTZ on the result."""
     with np.errstate(all="ignore"):
         return np.asarray(add32_read(daz(x), daz(y)), np.float32)
+
+
+# -- x86's NaN results (SSE order), for the instructions whose NaN outputs tilegemm spells out ------
+
+#: The x86 default NaN ("QNaN floating-point indefinite").
+INDEF = np.uint32(0xFFC00000)
+_QUIET = np.uint32(0x00400000)
+
+
+def _bits(x) -> np.ndarray:
+    return np.asarray(x, np.float32).view(np.uint32)
+
+
+def _value(bits) -> np.ndarray:
+    return np.asarray(bits, np.uint32).view(np.float32)
+
+
+def quiet(x) -> np.ndarray:
+    """The NaN ``x`` with its quiet bit set (sign and payload kept)."""
+    return _value(_bits(x) | _QUIET)
+
+
+def fma32_x86(a, b, c, *, negate_product: bool = False) -> np.ndarray:
+    """``fma32`` on operands already read, with the NaN x86 returns: a or b NaN -> the first of
+    them, quieted; else Inf * 0 -> INDEF (even when c is NaN); else c NaN -> c quieted; else a new
+    NaN (Inf - Inf) -> INDEF. ``negate_product`` computes ``-(a*b) + c``, a NaN operand keeping
+    its sign. Broadcasts like a ufunc."""
+    a, b, c = np.broadcast_arrays(np.asarray(a, np.float32), np.asarray(b, np.float32), np.asarray(c, np.float32))
+    with np.errstate(all="ignore"):
+        r = fma32_read(-a if negate_product else a, b, c)
+        inf_times_zero = (np.isinf(a) & (b == 0)) | ((a == 0) & np.isinf(b))
+    out = np.where(np.isnan(r), _value(INDEF), r)
+    out = np.where(np.isnan(c), quiet(c), out)
+    out = np.where(inf_times_zero, _value(INDEF), out)
+    out = np.where(np.isnan(b), quiet(b), out)
+    out = np.where(np.isnan(a), quiet(a), out)
+    return np.asarray(out, np.float32)
+
+
+def add32_x86(x, y) -> np.ndarray:
+    """``add32`` on operands already read, with the NaN x86 returns: x NaN -> x quieted; else y
+    NaN -> y quieted; else +Inf + -Inf -> INDEF."""
+    x, y = np.broadcast_arrays(np.asarray(x, np.float32), np.asarray(y, np.float32))
+    with np.errstate(all="ignore"):
+        r = add32_read(x, y)
+    out = np.where(np.isnan(r), _value(INDEF), r)
+    out = np.where(np.isnan(y), quiet(y), out)
+    out = np.where(np.isnan(x), quiet(x), out)
+    return np.asarray(out, np.float32)

@@ -14,12 +14,12 @@ from conftest import SEED_TILINGS, assert_bits, instr
 from fpenv import DAZ, FTZ, X86, mxcsr_flags
 from numba import njit
 from oracle import _round24, exact_op
-from tilegemm.kernels import exact
 from worked_examples import FP8, SWITCHES, f32, fp8_operands, g2
 
 import tilegemm
 from tilegemm import float8, reference
 from tilegemm.formats import BF8, HF8
+from tilegemm.kernels import exact
 from tilegemm.reference import fp8
 
 FP8_DTYPES = ("bf8", "bf8hf8", "hf8bf8", "hf8")

@@ -135,7 +135,11 @@ def _ir(args, parser) -> int:
     if args.native:
         if instr.llvm is None:
             parser.error(f"--native needs an instruction this CPU could run; {instr.mnemonic} has none")
-        print(inspect.native_asm(args.dtype, args.tiling, args.isa, cpu=args.cpu or "graniterapids"))
+        try:
+            text = inspect.native_asm(args.dtype, args.tiling, args.isa, cpu=args.cpu)
+        except ValueError as e:
+            parser.error(str(e))
+        print(text)
         return 0
     where = args.cpu or "this host"
     print(f"hot loop of the kernel for dtype={args.dtype} tiling={args.tiling} isa={args.isa}, compiled for {where}")
@@ -181,7 +185,7 @@ def info(out=None) -> int:
             file=out,
         )
         for sw in i.switches:
-            print(f"  {'':12} switch {sw.name}: {' | '.join(sw.values)} (default {sw.default})", file=out)
+            print(f"  {'':12} switch {sw.name}: {' | '.join(map(str, sw.values))} (default {sw.default})", file=out)
     print("\nprofiles (isa=)", file=out)
     for p in PROFILES.values():
         names = ", ".join(f"{d} -> {i.mnemonic}" for d, i in p.dtypes.items())

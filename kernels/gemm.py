@@ -15,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import exact, targets, tiles, vector
+from . import exact, isa, targets, tiles, vector
 from ._cache import stamp_with_dependencies
+from .isa import F16ACC, F32FMA_EXACT, F32FMA_FAST, I8SAT, I16PAIRS
 from .tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST, TILE, tile_multiply
 
 # K steps per pass over all superblocks. Blocking K keeps the B blocks of a pass (K_CHUNK x N)
@@ -121,6 +122,33 @@ def gemm_int(A, B, C, ia, ib, k, rows, cols):
     _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT)  # integer tiles have a single body
 
 
+# The other CPUs' paths (isa.py): VPDPBUSDS, VPMADDUBSW + VPMADDWD + VPADDD, VFMADD231PS (fast
+# under the proof, exact otherwise) and VFMADD231PH (C as binary16 codes).
+@njit(cache=True, parallel=True)
+def gemm_i8sat(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, I8SAT)
+
+
+@njit(cache=True, parallel=True)
+def gemm_i16pairs(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, I16PAIRS)
+
+
+@njit(cache=True, parallel=True)
+def gemm_f32fma_fast(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, F32FMA_FAST)
+
+
+@njit(cache=True, parallel=True)
+def gemm_f32fma_exact(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, F32FMA_EXACT)
+
+
+@njit(cache=True, parallel=True)
+def gemm_f16acc(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, F16ACC)
+
+
 def superblock_step(variant, rows, cols):
     """One K step of one superblock (``rows`` x ``cols`` full C tiles) through a variant's body,
     compiled on demand for reading its code (``tilegemm.inspect``). Not cached: Numba shows the
@@ -156,7 +184,18 @@ def superblock_step(variant, rows, cols):
     return step
 
 
-ENTRY_POINTS = (gemm_amx_fast, gemm_amx_exact, gemm_avx512_fast, gemm_avx512_exact, gemm_int)
-DEPENDENCIES = (tiles, vector, exact, targets)
+ENTRY_POINTS = (
+    gemm_amx_fast,
+    gemm_amx_exact,
+    gemm_avx512_fast,
+    gemm_avx512_exact,
+    gemm_int,
+    gemm_i8sat,
+    gemm_i16pairs,
+    gemm_f32fma_fast,
+    gemm_f32fma_exact,
+    gemm_f16acc,
+)
+DEPENDENCIES = (tiles, vector, exact, targets, isa)
 for _fn in ENTRY_POINTS:
     stamp_with_dependencies(_fn, DEPENDENCIES)

@@ -44,6 +44,36 @@ SHAPES: dict[str, dict[str, Shape]] = {
     "avx2": {"f32pairs": Shape(2, 16, 8), "vdp": Shape(2, 16, 8), "i8quads": Shape(1, 16, 8)},
     "generic": {"f32pairs": Shape(2, 16, 8), "vdp": Shape(2, 16, 8), "i8quads": Shape(1, 16, 8)},
 }
+# The other CPUs' paths (isa.py): one accumulator per C element, so more rows than the pair
+# bodies keep enough independent chains in flight; the FP16-accumulator step needs temporaries.
+_ISA_SHAPES = {
+    "avx512_vnni": {
+        "i8sat": Shape(8, 16, 16),
+        "i16pairs": Shape(8, 16, 16),
+        "f32fma": Shape(8, 16, 16),
+        "f16acc": Shape(4, 16, 16),
+    },
+    "avx512": {
+        "i8sat": Shape(2, 16, 16),
+        "i16pairs": Shape(8, 16, 16),
+        "f32fma": Shape(8, 16, 16),
+        "f16acc": Shape(4, 16, 16),
+    },
+    "avx2": {
+        "i8sat": Shape(1, 16, 8),
+        "i16pairs": Shape(2, 16, 8),
+        "f32fma": Shape(4, 16, 8),
+        "f16acc": Shape(1, 16, 8),
+    },
+    "generic": {
+        "i8sat": Shape(1, 16, 8),
+        "i16pairs": Shape(1, 16, 8),
+        "f32fma": Shape(4, 16, 8),
+        "f16acc": Shape(1, 16, 8),
+    },
+}
+for _cls, _shapes in _ISA_SHAPES.items():
+    SHAPES[_cls].update(_shapes)
 
 
 @functools.cache

@@ -235,4 +235,6 @@ class _Call:
         p = plan.make_plan(self.kernel, None, a_range, b_range, c_range)
         ia = _batch_index(a_batch, self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
-        p.entry(A, B, C3, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *instr.option_codes(self.options))
+        family.run_prepare(instr, A, B, C3, ib, self.K)
+        Ck = family.kernel_c(C3)
+        p.entry(A, B, Ck, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *instr.option_codes(self.options))

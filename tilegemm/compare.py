@@ -26,8 +26,8 @@ class BitDiff:
         Elements compared.
     max_ulp : int
         Largest distance in units in the last place among elements that are both non-NaN
-        (floats: steps between the two values on the binary32 number line, +0 and -0 being
-        0 apart; integers: the absolute difference).
+        (floats: steps between the two values on their format's number line, binary32 or
+        binary16, +0 and -0 being 0 apart; integers: the absolute difference).
     nan_mismatch : numpy.ndarray
         Indices (as from ``numpy.argwhere``) where exactly one side is NaN.
     first : tuple or None
@@ -62,13 +62,14 @@ class BitDiff:
 
 
 def _ordered(x: np.ndarray) -> np.ndarray:
-    """binary32 bits -> integers in numeric order (+0 and -0 both map to 0)."""
-    bits = x.view(np.int32).astype(np.int64)
-    return np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
+    """binary32 (or binary16) bits -> integers in numeric order (+0 and -0 both map to 0)."""
+    signed = np.dtype(f"i{x.dtype.itemsize}")
+    bits = x.view(signed).astype(np.int64)
+    return np.where(bits < 0, -(bits & (2 ** (8 * x.dtype.itemsize - 1) - 1)), bits)
 
 
 def bitdiff(x, y) -> BitDiff:
-    """Compare two float32 or int32 results bit for bit.
+    """Compare two float32 (or float16) or int32 results bit for bit.
 
     Examples
     --------
@@ -83,10 +84,11 @@ def bitdiff(x, y) -> BitDiff:
         raise ValueError(f"bitdiff needs arrays of one shape, got {x.shape} and {y.shape}")
     if x.dtype != y.dtype:
         raise TypeError(f"bitdiff needs arrays of one dtype, got {x.dtype} and {y.dtype}")
-    if x.dtype == np.float32:
+    if x.dtype in (np.float32, np.float16):  # binary16: the FP16-accumulator profile's results
         nx, ny = np.isnan(x), np.isnan(y)
         both = ~nx & ~ny
-        differ = (x.view(np.uint32) != y.view(np.uint32)) & both
+        unsigned = np.dtype(f"u{x.dtype.itemsize}")
+        differ = (x.view(unsigned) != y.view(unsigned)) & both
         differ |= nx != ny
         ulp = np.abs(_ordered(x) - _ordered(y))
         ulp = np.where(both, ulp, 0)
@@ -95,7 +97,7 @@ def bitdiff(x, y) -> BitDiff:
         differ = x != y
         ulp = np.abs(x.astype(np.int64) - y.astype(np.int64))
     else:
-        raise TypeError(f"bitdiff compares float32 or integer results, got {x.dtype}")
+        raise TypeError(f"bitdiff compares float32, float16 or integer results, got {x.dtype}")
     where = np.argwhere(differ)
     return BitDiff(
         count=int(differ.sum()),

@@ -30,6 +30,7 @@ TILE_ROWS = 16  # rows of a tile register
 # inputs). FP16 values are binary32 normals, so DAZ never changes one.
 _WIDEN = {
     (BF16, True): convert.bf16_to_f32_daz,
+    (BF16, False): convert.bf16_to_f32,
     (FP16, False): convert.fp16_to_f32,
     (FP16, True): convert.fp16_to_f32,
 }
@@ -37,6 +38,7 @@ _WIDEN = {
 # (rounded to the format in the same pass).
 _A_MODES = {
     (BF16, True): (convert.MODE_BF16, convert.MODE_F32_TO_BF16),
+    (BF16, False): (convert.MODE_BF16_KEEP, convert.MODE_F32_TO_BF16_KEEP),
     (FP16, False): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
     (FP16, True): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
 }

@@ -32,7 +32,8 @@ Range = tuple[int, int] | None
 def exponent_range(x: np.ndarray) -> Range:
     """Smallest and largest unbiased binary32 exponent of the non-zero finite values, or None.
 
-    Denormals must already have been read as zero (they are, for the kernels' operands).
+    A denormal counts as exponent -127 (so :func:`fast_path_ok` refuses it); the AMX paths
+    read denormals as zero before they get here.
     """
     from .convert import exponent_bounds
 
@@ -53,9 +54,13 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
     denormal ever appears for DAZ to read). If also ``Ea_max + Eb_max <= 126``, every product is
     exact in binary32, so ``fma32`` equals multiply-then-add and LLVM's optional fusion cannot
     change a bit. Infinite and NaN inputs are fine: their products are the same either way.
+    A denormal operand (exponent -127 here; only paths that keep denormals have them) fails the
+    proof: the caller's MXCSR.DAZ would change how vector code reads it.
     """
     if not instr.is_float:
         return True
+    if any(r is not None and r[0] < -126 for r in (a_range, b_range, c_range)):
+        return False
     grid = []
     if a_range is not None and b_range is not None:
         if a_range[1] + b_range[1] > 126:

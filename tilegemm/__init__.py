@@ -14,6 +14,7 @@ from typing import Any
 from .api import matmul
 from .compare import BitDiff, bitdiff
 from .dispatch import TILINGS
+from .explain import explain
 from .instructions import DTYPES, ISAS
 from .packing import PackedB, pack
 
@@ -23,6 +24,7 @@ __all__ = [
     "PackedB",
     "bitdiff",
     "BitDiff",
+    "explain",
     "reference",
     "DTYPES",
     "ISAS",
@@ -38,13 +40,16 @@ SUBMODULES = (
     "compare",
     "convert",
     "dispatch",
+    "explain",
     "formats",
     "inspect",
     "instructions",
     "model",
     "packing",
     "plan",
+    "profiles",
     "reference",
+    "testing",
 )
 
 

@@ -2,7 +2,8 @@
 
 Verbs: ``demo`` (every dtype and tiling, checked against the reference, with speed and the share
 of outputs a float32 ``numpy.matmul`` gets wrong); ``bench`` (the seed's benchmark sweep against
-numpy and torch baselines, or ``--targets``: the performance targets as measured ratios).
+numpy and torch baselines, or ``--targets``: the performance targets as measured ratios);
+``explain`` (where and why two ``isa=`` profiles give different bits).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import sys
 
 import numpy as np
 
-from . import reference
+from . import instructions, reference
 from .api import matmul
 from .compare import bitdiff
-from .instructions import DEFAULT_ISA, PROFILES
+from .instructions import DEFAULT_ISA, DTYPES, ISAS, PROFILES
 from .packing import pack
 
 
@@ -82,6 +83,37 @@ def _ir(args) -> int:
     return 0
 
 
+def _explain(args, parser) -> int:
+    from .explain import default_dtype, explain
+
+    try:
+        dtype = args.dtype if args.dtype is not None else default_dtype(*args.isa)
+        instr = instructions.resolve(args.isa[0], dtype)[2]
+        instructions.resolve(args.isa[1], dtype)
+        if (args.a is None) != (args.b is None):
+            raise ValueError("give both --a and --b, or neither (random operands of --shape)")
+        if args.a is not None:
+            a, b = (_load(path, name) for path, name in ((args.a, "--a"), (args.b, "--b")))
+        else:
+            m, k, n = args.shape
+            if min(m, k, n) < 1 or m * k * n > 2**31:
+                raise ValueError(f"--shape takes positive sizes with M*K*N <= 2^31, got {m} {k} {n}")
+            a, b = instr.sample(m, k, n, np.random.default_rng(args.seed))
+        c = None if args.c is None else _load(args.c, "--c")
+        e = explain(a, b, dtype, isa=tuple(args.isa), index=None if args.index is None else tuple(args.index), c=c)
+    except (ValueError, TypeError) as err:
+        parser.error(str(err))
+    print(e)
+    return 0
+
+
+def _load(path, flag):
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{flag} {path!r}: cannot read a .npy array ({err})") from None
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tilegemm", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
@@ -105,14 +137,25 @@ def main(argv=None) -> int:
     md.add_argument("--measure", type=int, default=1024, help="size to time every tiling at (0: skip)")
     md.add_argument("--threads", type=int, default=None)
     ir = sub.add_parser("ir", help="LLVM IR / assembly of a microkernel, its vectorization report, real AMX code")
-    ir.add_argument("--dtype", default="bf16", choices=list(PROFILES[DEFAULT_ISA].names()))
+    ir.add_argument("--dtype", default="bf16", choices=list(DTYPES))
     ir.add_argument("--tiling", default="2x2")
-    ir.add_argument("--isa", default="amx", choices=["amx", "avx512"])
+    ir.add_argument("--isa", default="amx", choices=list(ISAS))
     ir.add_argument("--asm", action="store_true", help="print the microkernel's assembly")
     ir.add_argument("--cpu", default=None, help="compile for this target instead of the host")
     ir.add_argument("--amx", action="store_true", help="print the seed's loop as Granite Rapids AMX code")
     ir.add_argument("--out", default=None, help="write kernel.ll, kernel.s (and amx.ll, amx.s) here")
+    ex = sub.add_parser("explain", help="where and why two isa profiles give different bits")
+    ex.add_argument("--isa", nargs=2, default=["amx", "avx2"], choices=list(ISAS), metavar="ISA", help="two profiles")
+    ex.add_argument("--dtype", default=None, choices=list(DTYPES), help="default: the first dtype both take")
+    ex.add_argument("--a", default=None, help="A (M x K) as a .npy file")
+    ex.add_argument("--b", default=None, help="B (K x N) as a .npy file")
+    ex.add_argument("--c", default=None, help="a starting C (M x N) as a .npy file")
+    ex.add_argument("--shape", nargs=3, type=int, default=[16, 4096, 16], metavar=("M", "K", "N"))
+    ex.add_argument("--seed", type=int, default=0, help="seed of the random operands")
+    ex.add_argument("--index", nargs=2, type=int, default=None, metavar=("M", "N"), help="the output to replay")
     args = parser.parse_args(argv)
+    if args.verb == "explain":
+        return _explain(args, ex)
     if args.verb == "ir":
         return _ir(args)
     if args.verb == "model":

@@ -102,8 +102,8 @@ def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES) -> list[Contender]:
         instr = resolve(DEFAULT_ISA, dtype)[2]
         for tiling in tilings:
             out.append(Contender(f"tilegemm {tiling}", group, _tilegemm(tiling), exact=True))
-        for p in PROFILES.values():
-            if p.name != DEFAULT_ISA and dtype in p.names():
+        for p in PROFILES.values():  # another encoding of a listed profile has its bits and kernels
+            if p.name != DEFAULT_ISA and p.same_as is None and dtype in p.names():
                 out.append(Contender(f"tilegemm {p.name}", group, _tilegemm("2x2", p.name)))
         element = instr.a.element
         out.append(Contender("numpy float32", group, _numpy_as(np.float32)))
@@ -429,6 +429,31 @@ def add_memory_row(add, n=1024):
     )
 
 
+#: The other CPUs' paths (``docs/isa-profiles.md``): goals against numpy float32, one thread,
+#: prepacked B, by result kind.
+PROFILE_GOALS = {"i": 1.0, "f": 0.7}
+
+
+def add_profile_rows(add, n=1024, repeats=7):
+    """One row per profile (one per encoding) and dtype beside ``amx``: its prepacked ``matmul``
+    at n^3 on one thread against numpy float32, timed side by side, on values representable in
+    the dtype. Call under a one-thread BLAS limit."""
+    a32, b32 = inputs("BF16", n)
+    for p in PROFILES.values():
+        if p.name == DEFAULT_ISA or p.same_as is not None:
+            continue
+        for dtype, instr in p.dtypes.items():
+            rng = np.random.default_rng([n, 7])
+            a, b = instr.sample(n, n, n, rng)
+            if instr.is_float:
+                a = instr.a.decode(instr.a.to_codes(a, "a", dtype))
+                b = instr.b.decode(instr.b.to_codes(b, "b", dtype))
+            packed = pack(b, dtype, p.name)
+            r, s = _median_ratio(lambda: matmul(a, packed, threads=1), lambda: a32 @ b32, repeats)
+            goal = PROFILE_GOALS[instr.acc.kind]
+            add(f"isa={p.name} {dtype} prepacked n={n}, 1 thread vs numpy float32", r, f">= {goal}", r >= goal, s)
+
+
 def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
     """Measure every row of the performance-target table (see the README)."""
     from threadpoolctl import threadpool_limits
@@ -461,6 +486,7 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
                 repeats,
             )
             add(f"BF16 2x2 vs 1x1, n={n}, 1 thread", r, "2x2 faster: > 1", r > 1, s)
+        add_profile_rows(add, min(sizes), repeats)
         a, b = inputs("BF16", 256)
         packed = pack(b, "bf16")
         r, s = _median_ratio(lambda: matmul(a, packed, threads=1), lambda: a @ b, repeats, inner=20)

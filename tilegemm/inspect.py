@@ -63,8 +63,8 @@ def _probe(isa, dtype, tiling):
     else:
         A = np.zeros(kern.rows * 16 * k, instr.a.storage)
         B = np.zeros(kern.cols * 16 * k, instr.b.storage)
-    C = np.zeros(kern.rows * kern.cols * 256, instr.acc)
-    scratch = np.zeros(256, instr.acc)
+    C = np.zeros(kern.rows * kern.cols * 256, fam.c_view or instr.acc)
+    scratch = np.zeros(256, C.dtype)
     step.compile(tuple(typeof(x) for x in (A, B, C, scratch)))
     return step, step.signatures[-1]
 

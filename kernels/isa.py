@@ -473,9 +473,9 @@ def _store16(builder, x, width):
     return builder.trunc(builder.or_(out, sign), _vec(_I16, width))
 
 
-def _fma16_vec(builder, a, b, acc, width):
-    """One VFMADD231PH step on binary32 vectors holding binary16 values: the exact product, a
-    TwoSum, the sum rounded to odd at 24 bits, then RNE to binary16 (still as binary32)."""
+def _fma16_exact(builder, a, b, acc, width):
+    """One VFMADD231PH step on binary32 vectors holding binary16 values, for any input: the exact
+    product, a TwoSum, the sum rounded to odd at 24 bits, then RNE to binary16 (as binary32)."""
     vi = _vec(_I32, width)
     p = builder.fmul(a, b)  # exact: 11 x 11 bits, far inside binary32's normal range
     s = builder.fadd(p, acc)
@@ -495,6 +495,36 @@ def _fma16_vec(builder, a, b, acc, width):
     delta = builder.select(down, ir.Constant(vi, [-1] * width), ir.Constant(vi, [1] * width))
     odd = builder.bitcast(builder.select(need, builder.add(sb, delta), sb), a.type)
     return _round16(builder, odd, width)
+
+
+def _fma16_vec(builder, a, b, acc, width):
+    """One VFMADD231PH step: ``r = fma32(a, b, acc)`` rounded to binary16, which is the single
+    binary16 rounding of the exact value unless ``r`` landed on a binary16 midpoint (rounding to
+    nearest is monotonic, and every midpoint is a binary32 number, so ``r`` can reach one but not
+    cross it). A lane that may be a midpoint (the 13 bits below binary16's last one are 1000...0,
+    or |r| is below 2^-14, or r is not finite) sends the vector through :func:`_fma16_exact`; for
+    normal data that is a few vectors in a thousand. ``r`` is never a binary32 denormal: the
+    caller's MXCSR cannot act."""
+    vt = a.type
+    vi = _vec(_I32, width)
+    fma = _fn(builder, f"llvm.fma.v{width}f32", vt, [vt, vt, vt])
+    r = builder.call(fma, [a, b, acc])
+    fast = _round16(builder, r, width)
+    rb = builder.bitcast(r, vi)
+    mag = builder.and_(rb, _ci(width, 0x7FFFFFFF))
+    mid = builder.icmp_unsigned("==", builder.and_(rb, _ci(width, 0x1FFF)), _ci(width, 0x1000))
+    small = builder.icmp_unsigned("<", mag, _ci(width, 0x38800000))
+    special = builder.icmp_unsigned(">=", mag, _ci(width, 0x7F800000))
+    lanes = builder.or_(builder.or_(mid, small), special)
+    any_ = builder.call(_fn(builder, f"llvm.vector.reduce.or.v{width}i1", ir.IntType(1), [lanes.type]), [lanes])
+    before = builder.block
+    with builder.if_then(any_, likely=False):
+        slow = _fma16_exact(builder, a, b, acc, width)
+        slow_block = builder.block
+    out = builder.phi(vt)
+    out.add_incoming(fast, before)
+    out.add_incoming(slow, slow_block)
+    return out
 
 
 def f16acc_rows(mr: int, width: int):

@@ -33,7 +33,10 @@ def compensate(instr: Instruction, A: np.ndarray, B: np.ndarray, C: np.ndarray, 
     if instr.a.storage.kind != "i":
         return
     nB, NB = B.shape[:2]
-    sums = B.sum(axis=(2, 3, 5), dtype=np.int64).reshape(nB, NB * 16)[:, : C.shape[-1]]  # per column
+    # Sum the 64-byte rows of each column panel first (a contiguous reduction), then each
+    # column's four bytes: |sum| <= 128 * K fits int64 for any K.
+    rows = B.reshape(nB, NB, -1, 64).sum(axis=2, dtype=np.int64)
+    sums = rows.reshape(nB, NB, 16, 4).sum(axis=-1).reshape(nB, NB * 16)[:, : C.shape[-1]]  # per column
     comp = ((-128 * sums + 2**31) % 2**32 - 2**31).astype(np.int32)
     np.add(C, comp[ib][:, None, :], out=C)  # int32 array addition wraps modulo 2^32
 

@@ -4,6 +4,8 @@
 - ``tiles.py``: one tile multiply per instruction family, chosen at compile time by operand type.
 - ``vector.py``: the register-blocked vector bodies, as explicit LLVM vector IR.
 - ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state.
+- ``isa.py``: the other CPUs' paths (``gemm_i8sat``, ``gemm_i16pairs``, ``gemm_f32fma_*``,
+  ``gemm_f16acc``): their tile bodies and IEEE ``fma32_ieee``/``fma16`` without flushes.
 
 The contract of the entry points in ``gemm.py`` (``gemm_amx_fast``, ``gemm_amx_exact``,
 ``gemm_avx512_fast``, ``gemm_avx512_exact``, ``gemm_int``; the framework in ``tilegemm/``

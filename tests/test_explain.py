@@ -286,3 +286,12 @@ def test_bench_lists_each_profile_once():
     assert len(rows) == len(listed)
     assert ("isa=avx2 u8s8 prepacked n=48, 1 thread vs numpy float32", ">= 1.0") in rows
     assert ("isa=fp32_fma bf16 prepacked n=48, 1 thread vs numpy float32", ">= 0.7") in rows
+
+
+def test_bench_table_aligns_long_profile_names():
+    rows = [
+        benchmark.Row("INT8", name, 64, 1, 1.0, 0.1, 3, 1.0, 0.5, 0.0)
+        for name in ("numpy float32", "tilegemm avx512_vnni_sat")
+    ]
+    lines = benchmark.format_table(rows).splitlines()
+    assert len({ln.index(" 64 ") for ln in lines[2:]}) == 1

@@ -309,15 +309,16 @@ def machine_info(threads) -> dict:
 
 
 def format_table(rows: list[Row]) -> str:
-    head = f"{'group':5} {'contender':16} {'n':>5} {'GFLOP/s':>9} {'vs f32':>7} {'bits differ':>11} {'max ulp':>9}"
+    w = max([16] + [len(r.contender) for r in rows])  # profile names are longer than the seed's
+    head = f"{'group':5} {'contender':{w}} {'n':>5} {'GFLOP/s':>9} {'vs f32':>7} {'bits differ':>11} {'max ulp':>9}"
     lines = [head, "-" * len(head)]
     for r in rows:
         if r.skipped:
-            lines.append(f"{r.group:5} {r.contender:16} {r.n:5d}   skipped: {r.skipped}")
+            lines.append(f"{r.group:5} {r.contender:{w}} {r.n:5d}   skipped: {r.skipped}")
             continue
         ulp = f"{r.max_ulp:9.3g}" if r.max_ulp is not None else ""
         lines.append(
-            f"{r.group:5} {r.contender:16} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} {r.differs:11.1%} {ulp}"
+            f"{r.group:5} {r.contender:{w}} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} {r.differs:11.1%} {ulp}"
         )
     return "\n".join(lines)
 

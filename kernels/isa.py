@@ -45,6 +45,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import targets
+from .exact import round_ftz
 
 __all__ = [
     "I8SAT",
@@ -119,9 +120,24 @@ def fma32_ieee(a, b, c):
     """binary32 ``a * b + c`` with one rounding (RNE), denormals kept: the values as binary64.
 
     ``a * b`` of two binary32 values is exact in binary64 (48 significant bits, exponents far
-    inside its range), TwoSum makes the sum exact, :func:`round_binary` rounds once."""
+    inside its range) and TwoSum makes the sum exact. A result in binary32's normal range is
+    rounded as ``exact.round_ftz`` rounds it (a binary64 -> binary32 conversion, which FTZ cannot
+    touch there, with TwoSum's error deciding exact ties); below 2^-126, where that function
+    flushes, :func:`round_binary` rounds onto the denormal grid instead."""
     s, t = _two_sum(a * b, c)
-    return round_binary(s, t, 24, -126, 127)
+    if abs(s) < 2.0**-126:  # zero, or the denormal range (NaN fails the test)
+        return round_binary(s, t, 24, -126, 127)
+    return np.float64(round_ftz(s, t))
+
+
+@njit(cache=True, inline="always")
+def _widen32(x, bits):
+    """A binary32 value, given with its bits, as binary64: a denormal by integer arithmetic (the
+    caller's MXCSR.DAZ would read it as zero in a conversion), anything else converted."""
+    if (bits & np.uint32(0x7F800000)) == 0:
+        v = np.float64(bits & np.uint32(0x7FFFFF)) * _TWO_M149
+        return -v if (bits >> np.uint32(31)) != 0 else v
+    return np.float64(x)
 
 
 @njit(cache=True, inline="always")
@@ -582,15 +598,21 @@ def _rows_tile(body, mr_body):
 
 @njit(cache=True, inline="always")
 def _f32fma_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
-    """VFMADD231PS one element at a time through :func:`fma32_ieee`, on bit patterns."""
+    """VFMADD231PS one element at a time through :func:`fma32_ieee`; denormals read and written
+    through their bit patterns, so the caller's MXCSR cannot act."""
     Ab, Bb, Cb = A.view(np.uint32), B.view(np.uint32), C.view(np.uint32)
     for mm in range(mr):
         for n in range(nc):
             c = c_off + mm * ldc + n
-            acc = f32_from_bits(Cb[c])
+            acc = _widen32(C[c], Cb[c])
             for k in range(2 * _STEP):
-                acc = fma32_ieee(f32_from_bits(Ab[a_off + mm * lda + k]), f32_from_bits(Bb[b_off + TILE * k + n]), acc)
-            Cb[c] = f32_to_bits(acc)
+                i = a_off + mm * lda + k
+                j = b_off + TILE * k + n
+                acc = fma32_ieee(_widen32(A[i], Ab[i]), _widen32(B[j], Bb[j]), acc)
+            if abs(acc) < 2.0**-126 and acc != 0.0:  # a denormal result: its bits, exactly
+                Cb[c] = f32_to_bits(acc)
+            else:  # normal, zero, infinite or NaN: converting is exact and FTZ cannot act
+                C[c] = np.float32(acc)
 
 
 # What the compile target can run natively (the same feature sets as its targets.CLASSES class,

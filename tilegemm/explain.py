@@ -209,7 +209,7 @@ def explain(a, b, dtype=None, isa=("amx", "avx2"), *, index=None, c=None, reprod
     ry = _run(a, b, name, y, cy, switches)
     wx, wy = _common(rx), _common(ry)
     d = bitdiff(wx, wy)
-    dist = _distribution(wx, wy, a, b, name, ix, iy, (x, y))
+    dist = _distribution(wx, wy, a, b, name, ix, iy, (x, y), c is None)
     if index is None:
         index = d.first
     elif not (
@@ -325,7 +325,7 @@ def _same(u, v) -> bool:
 # -- distribution ------------------------------------------------------------------------------
 
 
-def _distribution(wx, wy, a, b, dtype, ix, iy, isas) -> dict:
+def _distribution(wx, wy, a, b, dtype, ix, iy, isas, from_zero=True) -> dict:
     out: dict = {}
     if wx.dtype.kind in "iu":
         delta = wy.astype(np.int64) - wx.astype(np.int64)
@@ -348,6 +348,8 @@ def _distribution(wx, wy, a, b, dtype, ix, iy, isas) -> dict:
     nan = np.isnan(fx) != np.isnan(fy)
     if nan.any():
         out["NaN in one profile only"] = int(nan.sum())
+    if not from_zero:
+        return out
     # Error against a binary64 product of the same (rounded) operands, per profile.
     a64 = ix.a.decode(ix.a.to_codes(a, "a", dtype)).astype(np.float64)
     b64 = ix.b.decode(ix.b.to_codes(b, "b", dtype)).astype(np.float64)

@@ -292,3 +292,23 @@ def test_fma_helpers_do_not_flush():
     r = reference.isa.fma32_ieee(f(2.0**-70), f(2.0**-70), f(0))[()]
     assert r == f(2.0**-140) and math.isfinite(r)
     assert reference.fma32(f(2.0**-70), f(2.0**-70), f(0)) == 0  # AMX's FTZ, for contrast
+
+
+def test_fma16_is_one_rounding_of_the_binary64_sum():
+    """For binary16 operands, a*b + c in binary64 is exact or, where it is not (a tiny product
+    against a large c, or a product whose result overflows anyway), still rounds to the same
+    binary16 value: numpy's direct binary64 -> binary16 conversion of it equals fma16 everywhere."""
+    rng = np.random.default_rng(21)
+    n = 40000
+    bits = rng.integers(0, 0x7C00, (3, n)).astype(np.uint16) | ((rng.random((3, n)) < 0.5).astype(np.uint16) << 15)
+    a, b, c = (x.view(np.float16) for x in bits)
+    tiny = rng.random(n) < 0.3  # subnormal x subnormal products against c up to 65504
+    a = np.where(tiny, (rng.integers(1, 1024, n) * 2.0**-24).astype(np.float16), a)
+    b = np.where(tiny, (rng.integers(1, 1024, n) * 2.0**-24).astype(np.float16), b)
+    with np.errstate(all="ignore"):
+        s = a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)
+        inexact = (s - c.astype(np.float64)) != a.astype(np.float64) * b.astype(np.float64)
+        want = s.astype(np.float16)
+    got = reference.isa.fma16(a, b, c)
+    assert inexact.sum() > 100  # the binary64 sum did round for some of them
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))

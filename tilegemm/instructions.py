@@ -280,7 +280,9 @@ def _isa_int(mnemonic: str, a: NumberFormat, kernel: str, reference: str, llvm: 
 def _isa_fma(
     mnemonic: str, fmt: NumberFormat, acc: np.dtype, kernel: str, reference: str, llvm: str, flag: str, summary
 ):
-    """A float path of another CPU: one fused multiply-add per K element into one accumulator."""
+    """A float path of another CPU: one fused multiply-add per K element into one accumulator.
+    ``group``/``k_step`` are only the B layout (pairs, 32 per K step), the one the BF16/FP16 tile
+    instructions read, so a packed B serves both."""
     return Instruction(
         mnemonic,
         fmt,

@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from . import isa
 from .cfp16 import CFP16_EXACT, CFP16_FAST, cfp16_exact, complex_tile_rows
 from .exact import add32, fma32
 from .fp8 import FP8_EXACT, FP8_FAST, fp8_exact, fp8_tile_rows
@@ -89,6 +90,14 @@ _tile_fast_fp8 = _vector_rows(fp8_tile_rows(FP8Q.rows, FP8Q.width), FP8Q.rows)
 
 # Variants of the float tile multiply (``variant`` in the kernel contract).
 AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3
+# The other CPUs' paths (isa.py), by name for ``tilegemm.dispatch.Family.variant``.
+I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC = (
+    isa.I8SAT,
+    isa.I16PAIRS,
+    isa.F32FMA_FAST,
+    isa.F32FMA_EXACT,
+    isa.F16ACC,
+)
 
 
 @njit(cache=True, inline="always")
@@ -177,6 +186,13 @@ def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scrat
 
 @overload(tile_multiply, inline="always", prefer_literal=True)
 def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
+    other = isa.TILE_BODIES.get(getattr(variant, "literal_value", None))
+    if other is not None:  # the other CPUs' paths (isa.py), whatever C's type
+
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
+            other(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch)
+
+        return impl
     if isinstance(C.dtype, types.Integer):
 
         def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):

@@ -22,9 +22,13 @@ DEFAULT = instructions.PROFILES[instructions.DEFAULT_ISA]
 ALL_DTYPES = tuple(DEFAULT.dtypes)
 FLOAT_DTYPES = tuple(d for d, i in DEFAULT.dtypes.items() if i.is_float)
 INT_DTYPES = tuple(d for d, i in DEFAULT.dtypes.items() if not i.is_float)
-#: Every (isa, dtype) any instruction profile defines (library profiles such as "onednn" run
-#: these kernels inside their own schedule and have their own tests).
-KERNEL_CASES = tuple((p.name, d) for p in instructions.PROFILES.values() if p.library is None for d in p.dtypes)
+#: Every (isa, dtype) any instruction profile defines. Library profiles such as "onednn" run these
+#: kernels inside their own schedule and have their own tests; a profile that is another encoding
+#: of one already listed (``Profile.same_as``: the same records, so the same kernels) is not listed
+#: twice.
+KERNEL_CASES = tuple(
+    (p.name, d) for p in instructions.PROFILES.values() if p.library is None and p.same_as is None for d in p.dtypes
+)
 SEED_TILINGS = ("1x1", "2x2")  # the seed's two; the kernel tester covers every tiling
 
 

@@ -12,6 +12,7 @@ an entry point's name.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -56,6 +57,12 @@ class Family:
         What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values (a complex
         element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats), or
         ``"bytes"`` the 8-bit codes.
+    prepare:
+        ``"module:function"`` run on the packed operands just before the kernel,
+        ``f(instr, A, B, C, ib, k)``: a step of the instruction sequence that is not a tile
+        multiply (the +128 compensation of signed activations) or padding the kernel relies on.
+    c_view:
+        The dtype the kernels see C as, where it is not the result's (binary16 C as uint16 codes).
     """
 
     name: str
@@ -66,6 +73,18 @@ class Family:
     b_layout: str
     needs_proof: bool
     tile: str | None = None
+    prepare: str | None = None
+    c_view: str | None = None
+
+    def run_prepare(self, instr, A, B, C, ib, k) -> None:
+        """Run :attr:`prepare`, if any (imported on first use)."""
+        if self.prepare is not None:
+            module, _, name = self.prepare.partition(":")
+            getattr(importlib.import_module(module), name)(instr, A, B, C, ib, k)
+
+    def kernel_c(self, C):
+        """C as the kernels see it (:attr:`c_view`)."""
+        return C if self.c_view is None else C.view(self.c_view)
 
     def entry(self, which: str) -> Callable[..., Any]:
         """The compiled entry point ``"fast"``, ``"exact"`` or ``"tile"`` (imported on first use)."""
@@ -82,6 +101,9 @@ class Family:
         return gemm.superblock_step(getattr(tiles, self.variant), rows, cols, lanes, codes)
 
 
+_SHIFT = "tilegemm.profiles:compensate"
+_PAD = "tilegemm.profiles:pad_identity"
+
 #: Kernel families by name.
 FAMILIES: Mapping[str, Family] = MappingProxyType(
     {
@@ -90,6 +112,17 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
         "i8quads": Family("i8quads", "gemm_int", "gemm_int", "AMX_EXACT", "bytes", "bytes", False, "tile_amx"),
         "cfp16": Family("cfp16", "gemm_cfp16_fast", "gemm_cfp16_exact", "CFP16_FAST", "f32", "f32", True, "tile_cfp16"),
         "fp8quads": Family("fp8quads", "gemm_fp8_fast", "gemm_fp8_exact", "FP8_FAST", "f64", "f64", True, "tile_fp8"),
+        # The other CPUs' paths (docs/isa-profiles.md; kernels/isa.py).
+        "i8sat": Family("i8sat", "gemm_i8sat", "gemm_i8sat", "I8SAT", "bytes", "bytes", False, prepare=_SHIFT),
+        "i16pairs": Family(
+            "i16pairs", "gemm_i16pairs", "gemm_i16pairs", "I16PAIRS", "bytes", "bytes", False, prepare=_SHIFT
+        ),
+        "f32fma": Family(
+            "f32fma", "gemm_f32fma_fast", "gemm_f32fma_exact", "F32FMA_FAST", "f32", "f32", True, prepare=_PAD
+        ),
+        "f16acc": Family(
+            "f16acc", "gemm_f16acc", "gemm_f16acc", "F16ACC", "f32", "f32", False, prepare=_PAD, c_view="uint16"
+        ),
     }
 )
 

@@ -66,8 +66,8 @@ def _probe(isa, dtype, tiling):
     layout_dtypes = {"f32": np.float32, "f64": np.float64}
     A = np.zeros(kern.rows * 16 * k, layout_dtypes.get(fam.a_layout, instr.a.storage))
     B = np.zeros(kern.cols * 16 * k, layout_dtypes.get(fam.b_layout, instr.b.storage))
-    C = np.zeros(kern.rows * kern.cols * 256 * instr.lanes, instr.kernel_acc)
-    scratch = np.zeros(256 * instr.lanes, instr.kernel_acc)
+    C = np.zeros(kern.rows * kern.cols * 256 * instr.lanes, fam.c_view or instr.kernel_acc)
+    scratch = np.zeros(256 * instr.lanes, C.dtype)
     step.compile(tuple(typeof(x) for x in (A, B, C, scratch)))
     return step, step.signatures[-1]
 

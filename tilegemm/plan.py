@@ -45,6 +45,8 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
     is exact while it stays below ``2^(53 - F)``: ``Ea_max + Eb_max + 2 + log2(k_step) + F <= 53``
     (values below ``2^(E+1)``). Then rounding that sum to binary32 once is the instruction's
     rounding; C does not enter (the kernels add it exactly, see ``kernels/fp8.py``).
+    A denormal operand (exponent -127 here; only paths that keep denormals have them) fails the
+    proof: the caller's MXCSR.DAZ would change how vector code reads it.
     """
     if instr.exact_sum:
         if a_range is None or b_range is None:
@@ -53,6 +55,8 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
         return a_range[1] + b_range[1] + 2 + terms + instr.fixed_shift <= 53
     if not instr.is_float:
         return True
+    if any(r is not None and r[0] < -126 for r in (a_range, b_range, c_range)):
+        return False
     grid = []
     if a_range is not None and b_range is not None:
         if a_range[1] + b_range[1] > 126:

@@ -13,6 +13,9 @@ exact-rational oracle.
 - :mod:`~tilegemm.reference.complex`: TCMMRLFP16PS / TCMMIMFP16PS (AMX-COMPLEX).
 - :mod:`~tilegemm.reference.fp8`: TDPBF8PS / TDPBHF8PS / TDPHBF8PS / TDPHF8PS (AMX-FP8), with the
   8-bit float decode (``fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
+- :mod:`~tilegemm.reference.isa`: the other CPUs' paths (VPDPBUSD[S], VPMADDUBSW + VPMADDWD +
+  VPADDD, VFMADD231PS, VFMADD231PH).
+- :mod:`~tilegemm.reference.trace`: one output's operations, recorded while a reference runs.
 """
 
 from __future__ import annotations
@@ -20,14 +23,17 @@ from __future__ import annotations
 import numpy as np
 
 from .. import instructions
+from . import isa, trace
 from .amx import tdp_float, tdp_int
 from .avx512 import vdpbf16ps
 from .binary32 import add32, daz, fma32
 
-__all__ = ["matmul", "fma32", "add32", "daz", "tdp_float", "tdp_int", "vdpbf16ps"]
+__all__ = ["matmul", "fma32", "add32", "daz", "tdp_float", "tdp_int", "vdpbf16ps", "isa", "trace"]
 
 
-def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_ISA, **switches) -> np.ndarray:
+def matmul(
+    a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_ISA, trace=None, **switches
+) -> np.ndarray:
     """The exact result of ``c + a @ b`` as the instruction sequence computes it.
 
     Parameters
@@ -41,6 +47,8 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
         The starting C of an accumulate chain (the accumulator dtype, M x N); zeros when omitted.
     isa : str
         The profile (:data:`tilegemm.instructions.ISAS`), ``"amx"`` by default.
+    trace : tilegemm.reference.trace.Trace, optional
+        Records output [0, 0]'s operations as they run.
     **switches
         The instruction's open points (:attr:`tilegemm.instructions.Instruction.switches`), as
         for :func:`tilegemm.matmul`; defaults where not given.
@@ -68,4 +76,6 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
     C = np.zeros((M, N), instr.acc) if c is None else np.array(c, dtype=instr.acc).reshape(M, N)
     if K == 0:
         return C  # no instruction runs
+    if trace is not None:
+        options["trace"] = trace
     return instr.reference_fn(instr, A, B, C, **options)

@@ -67,7 +67,7 @@ TILE = 16
 _STEP = 16  # quads (int8) or pairs (16-bit floats) in one K step of the tile loop
 
 #: Variants of ``tiles.tile_multiply`` served by this module.
-I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC = 10, 11, 12, 13, 14
+I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC = 30, 31, 32, 33, 34
 
 # ---------------------------------------------------------------------------------------------
 # Scalar arithmetic on exact values (binary64 holding the values), independent of MXCSR

@@ -116,6 +116,14 @@ def flops(instr: Instruction, n: int) -> float:
     return 2.0 * n**3 * instr.lanes**2
 
 
+def native_program(instr: Instruction) -> bool:
+    """Whether ``backend="native"`` has a program for ``instr`` on any CPU (rows for the others
+    would only say so)."""
+    from .native.gemm import generator
+
+    return generator(instr) is not None
+
+
 def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> list[Contender]:
     """Everything the sweep times, group by group: tilegemm's AMX emulation with each tiling
     (the seed's by default), every other profile that takes the dtype, the same instructions
@@ -130,7 +138,11 @@ def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> l
     for dtype in dtypes:
         group = dtype.upper()
         instr = resolve(DEFAULT_ISA, dtype)[2]
-        natives = [Contender(f"native {t}", group, _tilegemm(t, backend="native"), True, native=instr) for t in tilings]
+        natives = [
+            Contender(f"native {t}", group, _tilegemm(t, backend="native"), True, native=instr)
+            for t in tilings
+            if native_program(instr)
+        ]
         # Other instruction profiles (library profiles such as onednn have their own bench rows).
         # (another encoding of a listed profile, same_as, has its bits and kernels)
         others = [
@@ -140,7 +152,8 @@ def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> l
         ]
         for p in others:
             other = p.instruction(dtype)
-            natives.append(Contender(f"native {p.name}", group, _tilegemm("2x2", p.name, "native"), native=other))
+            if native_program(other):
+                natives.append(Contender(f"native {p.name}", group, _tilegemm("2x2", p.name, "native"), native=other))
         if native_only:
             out += natives
             continue
@@ -540,7 +553,7 @@ def add_profile_rows(add, n=1024, repeats=7):
     the dtype. Call under a one-thread BLAS limit."""
     a32, b32 = inputs("BF16", n)
     for p in PROFILES.values():
-        if p.name == DEFAULT_ISA or p.same_as is not None:
+        if p.name == DEFAULT_ISA or p.same_as is not None or p.library is not None:
             continue
         for dtype, instr in p.dtypes.items():
             rng = np.random.default_rng([n, 7])

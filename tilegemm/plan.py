@@ -1,21 +1,41 @@
-"""Plan one call: which entry point of the kernel runs (the fast-path proof) and on how many threads.
+"""Plan one call: which entry point of the kernel runs, on how many threads, in which K chunks.
 
-The proof is the "prove per call that no flush can happen" design (``docs/semantics.md``, "How
-the kernels stay exact"): from the exponent ranges of A, B and C, show that no partial sum can be
-tiny and no product can overflow; then plain vector FMA code returns the exact bits. Kernels of
-families that need no proof (integer sums) always run their fast entry.
+Blocked kernels (``tilegemm.kernels.blocked``, the families with a ``blocked`` entry on a target
+of the per-target table) decide per block: the fast-path rule of :func:`fast_path_ok` is applied
+inside the kernel to each block's exponents (``docs/semantics.md``, "How the kernels stay
+exact"), so one tiny value costs its own block, not the call. Kernels of the superblock loop
+(other families, and targets without a table row) take the rule per call: from the exponent
+ranges of A, B and C, show that no partial sum can be tiny and no product can overflow; then
+plain vector FMA code returns the exact bits, else the exact entry runs. Kernels of families that
+need no proof (integer sums) always run their fast entry.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .dispatch import TILINGS, Kernel
 from .instructions import Instruction
 from .model import parse_tiling, tiling_block, traffic
 
-__all__ = ["Plan", "make_plan", "fast_path_ok", "auto_tiling", "threads_for", "SERIAL_BELOW"]
+__all__ = [
+    "Plan",
+    "make_plan",
+    "fast_path_ok",
+    "auto_tiling",
+    "threads_for",
+    "k_chunk",
+    "slab_steps",
+    "forced_path",
+    "SERIAL_BELOW",
+    "FORCED_PATH",
+    "BLOCK_PATHS",
+    "PATH_NAMES",
+    "recording",
+    "Recorder",
+]
 
 #: Multiply-accumulates below which a call runs on one thread unless told otherwise. A parallel
 #: region waits for its slowest thread: on a 2-core machine a 256^3 call took 0.39 ms on one
@@ -25,6 +45,14 @@ __all__ = ["Plan", "make_plan", "fast_path_ok", "auto_tiling", "threads_for", "S
 SERIAL_BELOW = 1 << 26
 
 Range = tuple[int, int] | None
+
+#: The paths a blocked kernel can run every block on (tests force one; see :func:`forced_path`):
+#: ``"flag"``, the vector code that is exact for any input (FMA, flush of denormal results, a flag
+#: and a scalar redo where a result reaches 2^-126), and ``"exact"``, the scalar code.
+BLOCK_PATHS = ("flag", "exact")
+#: The path every block of a blocked kernel runs on, or None: each block runs the cheapest path
+#: its exponents allow. Set it with :func:`forced_path`.
+FORCED_PATH: str | None = None
 
 
 def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
@@ -51,17 +79,44 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
     return not grid or min(grid) >= -126
 
 
+@contextmanager
+def forced_path(path: str | None) -> Iterator[None]:
+    """Run every block of the blocked kernels on ``path`` (one of :data:`BLOCK_PATHS`) inside the
+    block, and every superblock-loop kernel of a family that needs the proof on its exact entry:
+    for tests, which check each path against the reference."""
+    global FORCED_PATH
+    if path is not None and path not in BLOCK_PATHS:
+        raise ValueError(f"path {path!r} is not one of {', '.join(map(repr, BLOCK_PATHS))}")
+    previous = FORCED_PATH
+    FORCED_PATH = path
+    try:
+        yield
+    finally:
+        FORCED_PATH = previous
+
+
 @dataclass(frozen=True)
 class Plan:
-    """What runs: the kernel, the entry point chosen for these operands, and why."""
+    """What runs: the kernel, the entry point chosen for these operands, and why.
+
+    ``path``: ``"fast"`` or ``"exact"`` (the superblock loop's entry points), or ``"blocks"``
+    (a blocked kernel: each block its own path), ``"flag"`` / ``"exact"`` forced for every block
+    of a blocked kernel."""
 
     kernel: Kernel
-    path: str  # "fast" or "exact"
+    path: str
     threads: int | None
 
     @property
     def entry(self) -> Callable[..., Any]:
+        if self.kernel.blocked is not None:
+            return self.kernel.blocked
         return self.kernel.fast if self.path == "fast" else self.kernel.exact
+
+    @property
+    def force(self) -> int:
+        """The ``force`` argument of a blocked entry point (0: per block, 1: flag, 2: exact)."""
+        return {"blocks": 0, "flag": 1, "exact": 2}[self.path]
 
 
 def threads_for(macs: int, requested: int | None) -> int | None:
@@ -73,9 +128,99 @@ def threads_for(macs: int, requested: int | None) -> int | None:
 
 
 def make_plan(kernel: Kernel, threads: int | None, a_range: Range, b_range: Range, c_range: Range) -> Plan:
-    """The plan for one call of ``kernel`` on operands with these exponent ranges."""
+    """The plan for one call of ``kernel`` on operands with these exponent ranges (a blocked
+    kernel needs none: it applies the rule per block)."""
+    if kernel.blocked is not None:
+        return Plan(kernel, FORCED_PATH or "blocks", threads)
+    if FORCED_PATH is not None and kernel.family.needs_proof:
+        return Plan(kernel, "exact", threads)
     proven = not kernel.family.needs_proof or fast_path_ok(kernel.instruction, a_range, b_range, c_range)
     return Plan(kernel, "fast" if proven else "exact", threads)
+
+
+#: The paths a blocked kernel counts, in the order of its counts (K steps of one body's block).
+PATH_NAMES: tuple[str, ...] = ("fast", "fast, flushed add", "flag", "exact redo", "exact")
+
+
+class Recorder:
+    """What ran in the calls made inside :func:`recording`: per call the kernel's name, the plan's
+    path and, for blocked kernels, the K steps of body blocks run on each of :data:`PATH_NAMES`."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, int]]] = []
+
+    def counts(self) -> dict[str, int]:
+        """The block counts of every recorded call, summed."""
+        out = dict.fromkeys(PATH_NAMES, 0)
+        for _, _, c in self.calls:
+            for k, v in c.items():
+                out[k] += v
+        return out
+
+    def describe(self) -> str:
+        """One line: the kernels and the share of block steps on each path."""
+        names = ", ".join(dict.fromkeys(n for n, _, _ in self.calls)) or "no call"
+        total = sum(self.counts().values())
+        paths = dict.fromkeys(p for _, p, _ in self.calls)
+        if not total:
+            return f"{names}: {'/'.join(paths) or 'nothing'}"
+        shares = ", ".join(f"{k} {v / total:.1%}" for k, v in self.counts().items() if v)
+        return f"{names}: {shares}"
+
+
+_RECORDERS: list[Recorder] = []
+
+
+@contextmanager
+def recording() -> Iterator[Recorder]:
+    """Record what the calls inside run (kernel, path, blocks per path), for tests and ``bench``.
+
+    Examples
+    --------
+    >>> import numpy as np, tilegemm
+    >>> with tilegemm.plan.recording() as r:
+    ...     _ = tilegemm.matmul(np.ones((4, 4)), np.ones((4, 4)))
+    >>> len(r.calls)
+    1
+    """
+    r = Recorder()
+    _RECORDERS.append(r)
+    try:
+        yield r
+    finally:
+        _RECORDERS.remove(r)
+
+
+def record(kernel: Kernel, path: str, counts) -> None:
+    """Hand one call's plan and block counts to the active recorders."""
+    if _RECORDERS:
+        c = {k: int(v) for k, v in zip(PATH_NAMES, counts)} if counts is not None else {}
+        for r in _RECORDERS:
+            r.calls.append((kernel.name, path, c))
+
+
+def k_chunk(kernel: Kernel, m: int) -> int:
+    """K steps per chunk of a blocked kernel's loop for a result of ``m`` rows: the table's, or 1
+    where one group of body rows covers M (a matrix-vector product: B is then read once, in
+    memory order, one step of every column panel after the other)."""
+    body = kernel.body
+    entry = kernel.table_entry
+    if body is None or entry is None:
+        return 1
+    return 1 if m <= body.rows else entry.kc
+
+
+#: Bytes of packed B per K slab of a call whose B is not packed yet: such a call packs B in slabs
+#: of whole K steps, each run before the next is packed, so that its memory stays near this
+#: (measured: 1 MiB slabs cost a 1024^3 BF16 call no speed; a (1 x 10^7) @ (10^7 x 1) call would
+#: otherwise pack 320 MB of B, 16 columns padded for 1).
+SLAB_BYTES = 1 << 20
+
+
+def slab_steps(nbatch: int, n: int, step_bytes_per_tile: int = 1024) -> int:
+    """K steps per slab of B for ``nbatch`` matrices of ``n`` columns (at least one)."""
+    per_step = max(1, nbatch) * -(-max(n, 1) // 16) * step_bytes_per_tile
+    return max(1, SLAB_BYTES // per_step)
 
 
 def auto_tiling(m: int, n: int) -> str:

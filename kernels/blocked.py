@@ -103,43 +103,40 @@ def pack_a_float(A, a_f32, fp16, ai, a_k0, m0, m1, nrows, k0, kn, width, lda, ab
     ``s*R .. s*R+R-1`` (NO_VALUE: none).
 
     ``A`` is uint16: BF16/FP16 codes, or (``a_f32``) float32 bit patterns as two halves each,
-    rounded here (RNE) to the format. One flat loop per row, so that it vectorizes."""
+    rounded here (RNE) to the format. One flat loop per row over 0-based slices, so that it
+    vectorizes."""
+    w = 2 if a_f32 else 1
     for s in range(nrows // R):
         lo = np.int32(NO_VALUE)
         for r in range(R):
             m = m0 + s * R + r
             base = (s * R + r) * lda
             n = kn if m < m1 else 0
-            if n > 0:
-                row = A[ai, m]
-                if a_f32:
-                    src = 2 * (a_k0 + k0)
-                    if fp16:
-                        for i in range(n):
-                            b = np.uint32(row[src + 2 * i]) | (np.uint32(row[src + 2 * i + 1]) << np.uint32(16))
-                            v = fp16_to_f32(f32_to_fp16(b))
-                            abits[base + i] = v
-                            lo = min(lo, _exponent(v))
-                    else:
-                        for i in range(n):
-                            b = np.uint32(row[src + 2 * i]) | (np.uint32(row[src + 2 * i + 1]) << np.uint32(16))
-                            v = bf16_to_f32_daz(f32_to_bf16(b))
-                            abits[base + i] = v
-                            lo = min(lo, _exponent(v))
-                else:
-                    src = a_k0 + k0
-                    if fp16:
-                        for i in range(n):
-                            v = fp16_to_f32(row[src + i])
-                            abits[base + i] = v
-                            lo = min(lo, _exponent(v))
-                    else:
-                        for i in range(n):
-                            v = bf16_to_f32_daz(row[src + i])
-                            abits[base + i] = v
-                            lo = min(lo, _exponent(v))
-            for i in range(n, width):
-                abits[base + i] = 0
+            dst = abits[base : base + n]
+            src = A[ai, m, w * (a_k0 + k0) : w * (a_k0 + k0 + n)] if n > 0 else A[ai, 0, 0:0]
+            if a_f32 and fp16:
+                for i in range(n):
+                    v = fp16_to_f32(f32_to_fp16(np.uint32(src[2 * i]) | (np.uint32(src[2 * i + 1]) << np.uint32(16))))
+                    dst[i] = v
+                    lo = min(lo, _exponent(v))
+            elif a_f32:
+                for i in range(n):
+                    v = bf16_to_f32_daz(
+                        f32_to_bf16(np.uint32(src[2 * i]) | (np.uint32(src[2 * i + 1]) << np.uint32(16)))
+                    )
+                    dst[i] = v
+                    lo = min(lo, _exponent(v))
+            elif fp16:
+                for i in range(n):
+                    v = fp16_to_f32(src[i])
+                    dst[i] = v
+                    lo = min(lo, _exponent(v))
+            else:
+                for i in range(n):
+                    v = bf16_to_f32_daz(src[i])
+                    dst[i] = v
+                    lo = min(lo, _exponent(v))
+            abits[base + n : base + width] = 0
         amin[s] = lo
 
 
@@ -222,7 +219,7 @@ def _float_job(dot, fp16, body, flag_rows):
                 Cf[c_off + r * N + n] = scratch[r * NR + n]
 
     @njit
-    def job(A, a_f32, ai, a_k0, Bf, bi, KBt, NB, bexp, C, ci, k, kc, i0, i1, j0, j1, force, c_dirty, st):
+    def job(A, a_f32, ai, a_k0, Bf, bi, KBt, NB, bexp, C, ci, k, kc, i0, i1, j0, j1, force, c_dirty, one_row, st):
         M, N = C.shape[1], C.shape[2]
         Cf = C.reshape(C.size)
         lda = kc * 2 * PAIRS
@@ -235,7 +232,6 @@ def _float_job(dot, fp16, body, flag_rows):
         dirty[:] = c_dirty
         scratch = np.zeros(R * NR, np.float32)
         sums = np.zeros(R * NR, np.float32)
-        bbuf = np.empty(NT * kc * 256, np.uint32)
         KB = -(-k // (2 * PAIRS))
         c0 = ci * M * N
         b_step = NB * 256
@@ -255,18 +251,7 @@ def _float_job(dot, fp16, body, flag_rows):
                     ntiles = -(-ncols // TILE)
                     t0 = n0 // TILE
                     b_off = ((bi * KBt + kc0) * NB + t0) * 256
-                    if ns > 1:
-                        # The panel's blocks of the chunk, copied into one contiguous stream that
-                        # every row group reads (the packed blocks are NB KiB apart along K).
-                        for t in range(ntiles):
-                            for s_ in range(ks):
-                                src = b_off + t * 256 + s_ * b_step
-                                dst = (t * kc + s_) * 256
-                                bbuf[dst : dst + 256] = Bf[src : src + 256]
-                        Bs, bo0, bsp, tstride = bbuf, 0, 256, kc * 256
-                    else:
-                        Bs, bo0, bsp, tstride = Bf, b_off, b_step, 256
-                    b_tile = tstride if ntiles == NT else 0  # a missing second tile re-reads the first
+                    b_tile = 256 if ntiles == NT else 0  # a missing second tile re-reads the first
                     eb = np.int32(NO_VALUE)
                     den = False
                     for s_ in range(ks):
@@ -284,15 +269,27 @@ def _float_job(dot, fp16, body, flag_rows):
                         nfast = ks_whole if (fast_ok and amin[s] + eb - BIAS >= -126) else 0
                         # where the body writes: C itself, or the scratch for a partial block
                         direct = nrows == R and ncols == NR
-                        if nfast > 0 and nrows * 2 <= R:
-                            # few rows: the one-row body over the chunk's whole steps, row by row
+                        if nfast > 0 and (one_row or nrows * 2 <= R):
+                            # one row at a time (few rows, or asked): the one-row body over the
+                            # chunk's whole steps
                             direct = ncols == NR
                             if not direct:
                                 _load(Cf, c_off, N, scratch, nrows, ncols)
                             T, t_off, ldt = (Cf, c_off, N) if direct else (scratch, 0, NR)
                             for r in range(nrows):
                                 fast1(
-                                    abuf, a_off + r * lda, lda, Bs, bo0, b_tile, bsp, T, t_off + r * ldt, ldt, nfast, 16
+                                    abuf,
+                                    a_off + r * lda,
+                                    lda,
+                                    Bf,
+                                    b_off,
+                                    b_tile,
+                                    b_step,
+                                    T,
+                                    t_off + r * ldt,
+                                    ldt,
+                                    nfast,
+                                    16,
                                 )
                             st[P_FAST] += nfast
                             if not direct:
@@ -310,7 +307,7 @@ def _float_job(dot, fp16, body, flag_rows):
                         s_ = start
                         while s_ < ks:
                             ao = a_off + s_ * 2 * PAIRS
-                            bo = bo0 + s_ * bsp
+                            bo = b_off + s_ * b_step
                             npairs = min(PAIRS, (k - (kc0 + s_) * 2 * PAIRS + 1) // 2)
                             if s_ < nfast:
                                 path, n = P_FAST, nfast - s_  # the whole steps, provably fast
@@ -335,17 +332,15 @@ def _float_job(dot, fp16, body, flag_rows):
                                 if path == P_FASTC:
                                     sums[:] = 0
                                 D, d_off, ldd = (sums, 0, NR) if path == P_FASTC else (T, t_off, ldt)
-                                fast(abuf, ao, lda, Bs, bo, b_tile, bsp, D, d_off, ldd, n, 16)
+                                fast(abuf, ao, lda, Bf, bo, b_tile, b_step, D, d_off, ldd, n, 16)
                                 if path == P_FASTC:
                                     _flush_add(T, t_off, ldt, sums, NR, nrows, ncols)
                             elif path == P_EXACT:
-                                exact_step(
-                                    dot, fp16, abuf, ao, lda, nrows, Bs, bo, tstride, ncols, T, t_off, ldt, npairs
-                                )
+                                exact_step(dot, fp16, abuf, ao, lda, nrows, Bf, bo, 256, ncols, T, t_off, ldt, npairs)
                             else:
                                 for f0 in range(0, nrows, FR):
                                     fo = t_off + f0 * ldt
-                                    if flag(abuf, ao + f0 * lda, lda, Bs, bo, b_tile, bsp, T, fo, ldt, 1, npairs):
+                                    if flag(abuf, ao + f0 * lda, lda, Bf, bo, b_tile, b_step, T, fo, ldt, 1, npairs):
                                         fr = min(FR, nrows - f0)
                                         exact_step(
                                             dot,
@@ -354,9 +349,9 @@ def _float_job(dot, fp16, body, flag_rows):
                                             ao + f0 * lda,
                                             lda,
                                             fr,
-                                            Bs,
+                                            Bf,
                                             bo,
-                                            tstride,
+                                            256,
                                             ncols,
                                             T,
                                             fo,
@@ -378,7 +373,7 @@ def _float_driver(dot, fp16, body):
     job, R, NR = _float_job(dot, fp16, body, _P.flag_rows)
 
     @njit(inline="always")
-    def driver(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, nthr):
+    def driver(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
         nC, M, N = C.shape
         KBt, NB = B.shape[1], B.shape[2]
         Bf = B.reshape(B.size)
@@ -416,6 +411,7 @@ def _float_driver(dot, fp16, body):
                     j1,
                     force,
                     c_dirty,
+                    one_row,
                     st[jb],
                 )
         out = np.zeros(len(PATHS), np.int64)
@@ -436,18 +432,18 @@ _DOT_BF16 = _float_driver(True, False, _P.dot)
 # (and cached) for one signature: A uint16 (nA, M, K or 2K), B uint32 (nB, KB, NB, 256) dwords,
 # bexp int16 (nB, KB, NB), C float32 (nC, M, N).
 @njit(cache=True, parallel=True)
-def gemm_pairs_bf16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, nthr):
-    return _PAIRS_BF16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, nthr)
+def gemm_pairs_bf16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
+    return _PAIRS_BF16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
 
 
 @njit(cache=True, parallel=True)
-def gemm_pairs_fp16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, nthr):
-    return _PAIRS_FP16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, nthr)
+def gemm_pairs_fp16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
+    return _PAIRS_FP16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
 
 
 @njit(cache=True, parallel=True)
-def gemm_dot_bf16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, nthr):
-    return _DOT_BF16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, nthr)
+def gemm_dot_bf16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
+    return _DOT_BF16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
 
 
 # --------------------------------------------------------------------------------------------
@@ -512,7 +508,7 @@ def _int_job(body):
             main1(A, a_off, lda, Bf, b_off, b_tile, b_step, T, t_off, ldt, ks)
 
     @njit(inline="always")
-    def job(A, a_signed, ai, a_k0, Bf, b_signed, bi, KBt, NB, colsum, C, ci, k, kc, i0, i1, j0, j1):
+    def job(A, a_signed, ai, a_k0, Bf, b_signed, bi, KBt, NB, colsum, C, ci, k, kc, i0, i1, j0, j1, one_row):
         M, N = C.shape[1], C.shape[2]
         Cf = C.reshape(C.size)
         lda = kc * 4 * PAIRS
@@ -555,7 +551,7 @@ def _int_job(body):
                         r0 = m0 + s * R
                         nrows = min(R, m1 - r0)
                         a_off = s * R * lda
-                        if nrows * 2 <= R:
+                        if one_row or nrows * 2 <= R:
                             for r in range(nrows):
                                 ro = ci * M * N + (r0 + r) * N + n0
                                 if ncols == NR:
@@ -624,7 +620,7 @@ def _int_driver(body):
     job, R, NR = _int_job(body)
 
     @njit(inline="always")
-    def driver(A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, nthr):
+    def driver(A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, one_row, nthr):
         nC, M, N = C.shape
         KBt, NB = B.shape[1], B.shape[2]
         Bf = B.reshape(B.size)
@@ -640,7 +636,27 @@ def _int_driver(body):
             j0 = (cj * panels // csplit) * NR
             j1 = min(N, ((cj + 1) * panels // csplit) * NR)
             if i0 < i1 and j0 < j1:
-                job(A, a_signed, ia[ci], a_k0, Bf, b_signed, ib[ci], KBt, NB, colsum, C, ci, k, kc, i0, i1, j0, j1)
+                job(
+                    A,
+                    a_signed,
+                    ia[ci],
+                    a_k0,
+                    Bf,
+                    b_signed,
+                    ib[ci],
+                    KBt,
+                    NB,
+                    colsum,
+                    C,
+                    ci,
+                    k,
+                    kc,
+                    i0,
+                    i1,
+                    j0,
+                    j1,
+                    one_row,
+                )
 
     return driver
 
@@ -649,8 +665,8 @@ _QUADS = _int_driver(_P.quads)
 
 
 @njit(cache=True, parallel=True)
-def gemm_quads(A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, nthr):
-    _QUADS(A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, nthr)
+def gemm_quads(A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, one_row, nthr):
+    _QUADS(A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, one_row, nthr)
 
 
 #: Entry point -> the field of the target table's row that gives its body.
@@ -660,6 +676,39 @@ ENTRY_BODIES = {
     "gemm_dot_bf16": "dot",
     "gemm_quads": "quads",
 }
+
+
+def work_bytes(name: str, nC: int, M: int, N: int, kc: int, nthr: int) -> int:
+    """An upper bound of the bytes an entry point allocates itself (per job: the packed A block,
+    its exponents, the dirty flags of its blocks of C, two scratch blocks), for ``nC`` results of
+    M x N on ``nthr`` threads with chunks of ``kc`` steps. Everything else a call holds is
+    allocated by its caller (``tilegemm.api``)."""
+    body = _P.body(name)
+    R, NR = body.rows, body.cols
+    rsplit, csplit = _split(nthr, nC, M, N, R, NR)
+    jobs = nC * rsplit * csplit
+    rows = R * max(1, MC // R)
+    a_block = rows * kc * 4 * PAIRS * (2 if name == "quads" and _P.int_kind == "madd" else 1)
+    if name != "quads":
+        a_block = rows * kc * 2 * PAIRS * 4
+    fixed = a_block + 4 * (rows // R) + 2 * 4 * R * NR
+    dirty = nC * (-(-M // R) + rsplit) * (-(-N // NR) + csplit)
+    return jobs * fixed + dirty + jobs * len(PATHS) * 8
+
+
+def fast_body(name: str):
+    """``(Body, intrinsic, kind)`` of the fast body an entry point's row of the table gives
+    (``name``: a value of :data:`ENTRY_BODIES`), built afresh for reading its code or timing it
+    alone; ``kind`` is ``"float"`` (``body(A, a_off, lda, B, b_off, b_tile, b_step, C, c_off,
+    ldc, nsteps, npairs)``) or ``"int"`` (no ``npairs``)."""
+    body = _P.body(name)
+    if name == "quads":
+        return body, bodies.int_body(_P.int_kind, body.rows, body.cols, body.width, 0), "int"
+    kind = "dot" if name == "dot" else "pairs"
+    bsrc = BSRC_FP16 if name == "pairs_fp16" else BSRC_BF16
+    return body, bodies.float_body(kind, body.rows, body.cols, body.width, bsrc, "fast", body.unroll), "float"
+
+
 ENTRY_POINTS = (gemm_pairs_bf16, gemm_pairs_fp16, gemm_dot_bf16, gemm_quads)
 DEPENDENCIES = (bodies, exact, rounding, targets)
 for _fn in ENTRY_POINTS + (pack_a_float, exact_step, _flush_add, pack_a_bytes, pack_a_words):

@@ -266,6 +266,7 @@ class _Call:
         entry = p.entry
         assert entry is not None
         kc = plan.k_chunk(kern, self.M)
+        one_row = plan.one_row_body(kern)
         nthr = numba.get_num_threads()
         stats = np.zeros(len(plan.PATH_NAMES), np.int64)
 
@@ -286,6 +287,7 @@ class _Call:
                     kc,
                     p.force,
                     c_dirty,
+                    one_row,
                     nthr,
                 )
                 stats[:] += st
@@ -305,6 +307,7 @@ class _Call:
                     C3,
                     k,
                     kc,
+                    one_row,
                     nthr,
                 )
 
@@ -325,7 +328,7 @@ class _Call:
                 packed = pack_codes(np.ascontiguousarray(b[..., k0:k1, :]), self.isa, self.dtype)
                 launch(packed, k0, k1 - k0, c_dirty)
                 c_dirty = k1 < self.K and dirty()
-        plan.record(kern, p.path if kern.family.needs_proof else "fast", stats)
+        plan.record(kern, p.path if kern.family.needs_proof else "fast", stats, nthr)
 
     def run(self, a_in: np.ndarray, packed: PackedB, C3: np.ndarray) -> None:
         """Packing, plan and kernel (inside the caller's thread setting: the passes are compiled)."""
@@ -342,7 +345,7 @@ class _Call:
         ia = _batch_index(a_batch, self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
         p.entry(A, B, C3, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *instr.option_codes(self.options))
-        plan.record(self.kernel, p.path, None)
+        plan.record(self.kernel, p.path, None, numba.get_num_threads())
 
     def run_native(self, target, a_codes: np.ndarray, packed: PackedB, C3: np.ndarray, threads: int) -> None:
         """The native program on ``target`` (``tilegemm.native.gemm``), on A's codes and the packed B."""

@@ -12,6 +12,7 @@ need no proof (integer sums) always run their fast entry.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -27,9 +28,11 @@ __all__ = [
     "auto_tiling",
     "threads_for",
     "k_chunk",
+    "one_row_body",
     "slab_steps",
     "forced_path",
     "SERIAL_BELOW",
+    "SERIAL_BELOW_BUSY",
     "FORCED_PATH",
     "BLOCK_PATHS",
     "PATH_NAMES",
@@ -43,6 +46,11 @@ __all__ = [
 #: multiply-adds one thread needs milliseconds, and the second core gains more than such a
 #: wait costs (as OpenBLAS, which also runs small GEMMs on one thread).
 SERIAL_BELOW = 1 << 26
+#: The same threshold while the machine is busy (load average at least the number of cores):
+#: then every call that waits for a second thread pays about one scheduler time slice (measured:
+#: 11 ms per 2-thread call beside a busy process), which only calls of a second or so of work
+#: (about 2^29 multiply-adds, 800^3) win back.
+SERIAL_BELOW_BUSY = 1 << 29
 
 Range = tuple[int, int] | None
 
@@ -119,12 +127,23 @@ class Plan:
         return {"blocks": 0, "flag": 1, "exact": 2}[self.path]
 
 
+def _busy() -> bool:
+    """The load average of the last minute is at least the number of cores."""
+    try:
+        return os.getloadavg()[0] >= (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        return False
+
+
 def threads_for(macs: int, requested: int | None) -> int | None:
     """Threads a call runs on: the caller's choice, else one thread below :data:`SERIAL_BELOW`
-    multiply-accumulates, else Numba's current setting (None)."""
+    multiply-accumulates (:data:`SERIAL_BELOW_BUSY` while the machine is busy), else Numba's
+    current setting (None)."""
     if requested is not None:
         return requested
-    return 1 if macs < SERIAL_BELOW else None
+    if macs < SERIAL_BELOW or (macs < SERIAL_BELOW_BUSY and _busy()):
+        return 1
+    return None
 
 
 def make_plan(kernel: Kernel, threads: int | None, a_range: Range, b_range: Range, c_range: Range) -> Plan:
@@ -144,10 +163,12 @@ PATH_NAMES: tuple[str, ...] = ("fast", "fast, flushed add", "flag", "exact redo"
 
 class Recorder:
     """What ran in the calls made inside :func:`recording`: per call the kernel's name, the plan's
-    path and, for blocked kernels, the K steps of body blocks run on each of :data:`PATH_NAMES`."""
+    path, for blocked kernels the K steps of body blocks run on each of :data:`PATH_NAMES`, and
+    (:attr:`threads`) the threads it ran on."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, int]]] = []
+        self.threads: list[int] = []
 
     def counts(self) -> dict[str, int]:
         """The block counts of every recorded call, summed."""
@@ -191,12 +212,13 @@ def recording() -> Iterator[Recorder]:
         _RECORDERS.remove(r)
 
 
-def record(kernel: Kernel, path: str, counts) -> None:
-    """Hand one call's plan and block counts to the active recorders."""
+def record(kernel: Kernel, path: str, counts, threads: int = 1) -> None:
+    """Hand one call's plan, block counts and thread count to the active recorders."""
     if _RECORDERS:
         c = {k: int(v) for k, v in zip(PATH_NAMES, counts)} if counts is not None else {}
         for r in _RECORDERS:
             r.calls.append((kernel.name, path, c))
+            r.threads.append(int(threads))
 
 
 def k_chunk(kernel: Kernel, m: int) -> int:
@@ -208,6 +230,17 @@ def k_chunk(kernel: Kernel, m: int) -> int:
     if body is None or entry is None:
         return 1
     return 1 if m <= body.rows else entry.kc
+
+
+def one_row_body(kernel: Kernel) -> bool:
+    """Whether a blocked kernel runs its one-row body everywhere: for the 1x1 tiling.
+
+    The seed's 1x1 kernel keeps one accumulator tile, so every tile multiply loads its A and B
+    tiles afresh; larger tilings reuse each loaded tile for several multiplies, which is why 2x2
+    is faster on AMX. The blocked kernels model that: 1x1 runs the body with one row of C (each
+    B vector loaded feeds the two FMAs of one row), every larger tiling the table's body, whose
+    rows and tile columns share each load. The bits are the same either way."""
+    return kernel.rows * kernel.cols == 1
 
 
 #: Bytes of packed B per K slab of a call whose B is not packed yet: such a call packs B in slabs

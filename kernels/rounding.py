@@ -22,7 +22,6 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 _TWO_M24 = np.float32(2.0**-24)
@@ -55,24 +54,6 @@ def bits_f32(typingctx, x):
         return builder.bitcast(v, ir.FloatType())
 
     return types.float32(x), codegen
-
-
-@intrinsic
-def prefetch(typingctx, arr, index):
-    """A hint to fetch the cache line holding ``arr[index]`` (``llvm.prefetch``: read, keep)."""
-    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return types.none(arr, index), codegen
 
 
 @njit(cache=True, inline="always")

@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import __version__
+from . import __version__, plan
 from .api import matmul
 from .compare import bitdiff
 from .dispatch import TILINGS
@@ -219,6 +219,7 @@ class Row:
     differs: float | None = None  # share of outputs whose bits differ from the exact AMX result
     max_ulp: float | None = None  # against a float64 product
     skipped: str | None = None
+    ran: str = ""  # tilegemm rows: the kernel (body, table row) and the paths its blocks took
 
 
 def median_time(run, reps, warmup=5):
@@ -284,8 +285,10 @@ def sweep(
                             continue
                     run = c.prepare(a, b, threads, g)
                     t_first = time.perf_counter()
-                    result = np.asarray(run())
+                    with plan.recording() as rec:  # which kernel body and paths a tilegemm row runs
+                        result = np.asarray(run())
                     t_first = time.perf_counter() - t_first
+                    row.ran = rec.describe() if rec.calls else ""
                     if t_first * (5 + reps) > budget:  # time the runs the budget allows
                         reps = max(1, int(budget / max(t_first, 1e-9)) - 1)
                         warm = 0
@@ -358,9 +361,9 @@ def format_table(rows: list[Row]) -> str:
             lines.append(f"{r.group:5} {r.contender:16} {r.n:5d}   skipped: {r.skipped}")
             continue
         ulp = f"{r.max_ulp:9.3g}" if r.max_ulp is not None else ""
-        lines.append(
-            f"{r.group:5} {r.contender:16} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} {r.differs:11.1%} {ulp}"
-        )
+        ran = f"  {r.ran}" if r.ran else ""
+        speed = f"{r.gflops:9.2f} {r.efficiency or 0:7.2f}"
+        lines.append(f"{r.group:5} {r.contender:16} {r.n:5d} {speed} {r.differs:11.1%} {ulp}{ran}")
     return "\n".join(lines)
 
 
@@ -656,6 +659,13 @@ def native_main(args, out=print) -> int:
 
 
 def main(args) -> int:
+    if getattr(args, "host", False) or getattr(args, "body", False):
+        from . import perf
+
+        print(f"# host: {perf.host_line()}")
+        if args.body:
+            perf.body_report()
+        return 0
     if getattr(args, "torch_mode", False):
         torch_mode(threads=args.threads)
         return 0

@@ -1,11 +1,30 @@
 """Register blocking per target: the one table the microkernels take their shapes from.
 
-A body computes ``rows`` rows x 16 columns of C per call with vectors of ``width`` lanes. The
-right shape depends on the target's vector registers (16 ymm with AVX2, 32 zmm with AVX-512) and
-on which dot-product instructions exist, so it is looked up here by the *target class* of the
-CPU Numba compiles for (the host, or ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` in a cross-target
-compile), never tuned to one machine. ``tilegemm.inspect`` compiles every class and the tests
-check that no body spills vector registers in its loop on any of them.
+:data:`TABLE` holds one :class:`Entry` per CPU family the blocked drivers (``blocked.py``) are
+built for: which body shape each kernel family runs (rows x columns of C, vector lanes, pairs per
+loop iteration), the K chunk, the INT8 dot product (VPDPBUSD with AVX512_VNNI, VPMADDWD without)
+and the machine facts the benchmark's peak comes from. An entry is picked by the *LLVM CPU name*
+of the compile target (the host, or ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` in a cross-target
+compile) and its features, because the same IR is scheduled differently per CPU: a body that is
+spill-free for one LLVM CPU can spill for another with the same features (measured with
+``tilegemm.inspect``; ``tests/test_inspect.py`` compiles every entry for every CPU it names and
+requires its inner loops to stay within :attr:`Body.spills`, zero for every entry here).
+
+Targets without AVX2, FMA and F16C get no entry and run the portable superblock loop
+(``gemm.py``) with the shapes of :data:`SHAPES` by target class.
+
+Why these shapes (``docs/architecture.md``, "Per-target bodies", has the measurements):
+
+- Intel AVX-512 cores with two 512-bit FMA units: a body of one tile column (4 x 16) issues
+  1.28 loads per FMA (2 B vectors and 8 broadcasts per 8 FMAs) and is load-bound at about 0.78
+  of the FMA peak with two load ports; 4 x 32 covers two tiles so that each broadcast feeds two
+  FMAs (0.66 loads per FMA with B read as BF16 dwords): FMA-bound.
+- Zen 4 executes one 512-bit FMA per cycle and three loads: FMA-bound with any shape; 8 x 16
+  amortizes the two widening operations per B vector over 16 FMAs.
+- AVX2 (16 ymm registers): 2 x 16 leaves room for B; 3 x 16 spills on haswell and znver3.
+- Every float body loops over 4 pairs per iteration: with all 16 pairs of a step unrolled,
+  LLVM's scheduler hoists the B loads of later pairs and spills (4 x 32 on sapphirerapids,
+  2 x 16 on haswell, 7 x 16 with FP16 on znver4), with 4 it spills nowhere.
 """
 
 from __future__ import annotations
@@ -13,12 +32,227 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-__all__ = ["Shape", "SHAPES", "target_features", "target_class", "shape", "CLASSES"]
+__all__ = [
+    "Body",
+    "Entry",
+    "TABLE",
+    "plan",
+    "entry_for",
+    "target",
+    "Shape",
+    "SHAPES",
+    "target_features",
+    "target_class",
+    "shape",
+    "CLASSES",
+]
+
+
+@dataclass(frozen=True)
+class Body:
+    """One body's register blocking: C rows x columns per call, lanes per vector, pairs (or quads)
+    per iteration of its loop over a K step, and the most vector registers its inner loop may
+    store to or reload from the stack on the entry's CPUs (checked by cross-target compiles)."""
+
+    rows: int
+    cols: int
+    width: int
+    unroll: int = 4
+    spills: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.rows}x{self.cols}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the per-target table.
+
+    Attributes
+    ----------
+    name:
+        The row's name (shown by ``python -m tilegemm info`` and in kernel names).
+    cpus:
+        LLVM CPU names the row was chosen and spill-checked for; other CPUs with the features
+        fall back to the first row whose features they have.
+    needs:
+        LLVM features the row's code uses.
+    pairs_bf16, pairs_fp16, dot:
+        The fast float bodies of TDPBF16PS, TDPFP16PS (``f32pairs``) and VDPBF16PS (``vdp``).
+    flag_rows:
+        Rows per call of the exact vector body (the flush-and-flag body of blocks that fail the
+        fast proof); it divides the rows of every float body.
+    quads, int_kind:
+        The INT8 body and its dot product: ``"vnni"`` (VPDPBUSD) or ``"madd"`` (VPMADDWD).
+    kc:
+        K steps per chunk: a body runs them on one block of C before moving on, and C is read
+        and written once per chunk. 16 steps: the B blocks a 1- or 2-tile body reads (16 or
+        32 KiB as BF16) stay in L1 and C's traffic halves against 8 (measured on Zen 4: 8, 16
+        and 32 within a few percent, 4 slower).
+    fma_units, fma_width:
+        Vector FMA instructions per cycle per core and their lanes (float32), for the FMA peak.
+    note:
+        Where the shapes come from.
+    """
+
+    name: str
+    cpus: tuple[str, ...]
+    needs: frozenset[str]
+    pairs_bf16: Body
+    pairs_fp16: Body
+    dot: Body
+    flag_rows: int
+    quads: Body
+    int_kind: str
+    kc: int
+    fma_units: int
+    fma_width: int
+    note: str
+
+    def body(self, name: str) -> Body:
+        """A body by field name (``"pairs_bf16"``, ``"pairs_fp16"``, ``"dot"``, ``"quads"``)."""
+        body = getattr(self, name)
+        assert isinstance(body, Body)
+        return body
+
+
+_AVX2 = frozenset({"+avx2", "+fma", "+f16c"})
+_AVX512 = _AVX2 | {"+avx512f", "+avx512bw", "+avx512vl"}
+_VNNI = _AVX512 | {"+avx512vnni"}
+
+#: The per-target table, most specific first.
+TABLE: tuple[Entry, ...] = (
+    Entry(
+        "avx512-2fma-vnni",
+        (
+            "icelake-server",
+            "icelake-client",
+            "tigerlake",
+            "rocketlake",
+            "cascadelake",
+            "cooperlake",
+            "sapphirerapids",
+            "emeraldrapids",
+            "graniterapids",
+            "graniterapids-d",
+        ),
+        _VNNI,
+        pairs_bf16=Body(4, 32, 16),
+        pairs_fp16=Body(4, 32, 16),
+        dot=Body(4, 32, 16),
+        flag_rows=4,
+        quads=Body(8, 32, 16),
+        int_kind="vnni",
+        kc=16,
+        fma_units=2,
+        fma_width=16,
+        note="Intel AVX-512, two 512-bit FMA units: two tiles per body (port model: FMA-bound); "
+        "cross-compiled and spill-checked, not run on such a CPU",
+    ),
+    Entry(
+        "avx512-2fma",
+        ("skylake-avx512", "cannonlake"),
+        _AVX512,
+        pairs_bf16=Body(4, 32, 16),
+        pairs_fp16=Body(4, 32, 16),
+        dot=Body(4, 32, 16),
+        flag_rows=4,
+        quads=Body(4, 16, 16),
+        int_kind="madd",
+        kc=16,
+        fma_units=2,
+        fma_width=16,
+        note="Intel AVX-512 without VNNI: VPMADDWD on widened bytes, 4 x 16 the largest spill-free "
+        "shape; cross-compiled and spill-checked, not run on such a CPU",
+    ),
+    Entry(
+        "avx512-zen4",
+        ("znver4", "znver5"),
+        _VNNI,
+        pairs_bf16=Body(8, 16, 16),
+        pairs_fp16=Body(8, 16, 16),
+        dot=Body(8, 16, 16),
+        flag_rows=4,
+        quads=Body(8, 32, 16),
+        int_kind="vnni",
+        kc=16,
+        fma_units=1,
+        fma_width=16,
+        note="AMD Zen 4: one 512-bit FMA per cycle; measured on a Zen 4 host (znver5: not measured)",
+    ),
+    Entry(
+        "avx2-zen",
+        ("znver1", "znver2", "znver3"),
+        _AVX2,
+        pairs_bf16=Body(2, 16, 8),
+        pairs_fp16=Body(2, 16, 8),
+        dot=Body(2, 16, 8),
+        flag_rows=1,
+        quads=Body(3, 8, 8),
+        int_kind="madd",
+        kc=16,
+        fma_units=2,
+        fma_width=8,
+        note="AMD Zen 1-3, 16 ymm registers; cross-compiled and spill-checked for znver3",
+    ),
+    Entry(
+        "avx2",
+        ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake", "x86-64-v3"),
+        _AVX2,
+        pairs_bf16=Body(2, 16, 8),
+        pairs_fp16=Body(2, 16, 8),
+        dot=Body(2, 16, 8),
+        flag_rows=1,
+        quads=Body(3, 8, 8),
+        int_kind="madd",
+        kc=16,
+        fma_units=2,
+        fma_width=8,
+        note="Intel AVX2 (two 256-bit FMA ports), 16 ymm registers; cross-compiled and spill-checked for haswell",
+    ),
+)
+
+
+@functools.cache
+def _target() -> tuple[str, frozenset[str]]:
+    import llvmlite.binding as llvm
+    from numba.core import config
+
+    name = config.CPU_NAME or llvm.get_host_cpu_name()
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
+    return str(name), frozenset(features.split(","))
+
+
+def target() -> tuple[str, frozenset[str]]:
+    """LLVM CPU name and features of the target Numba compiles for (``NUMBA_CPU_NAME`` /
+    ``NUMBA_CPU_FEATURES`` when set, else the host). Numba reads its target once per process, so
+    this is read once too."""
+    return _target()
+
+
+def entry_for(cpu: str, features: set[str] | frozenset[str]) -> Entry | None:
+    """The table row for an LLVM CPU name and feature set: the row naming the CPU if its features
+    are there, else the first row whose features are (None: no row, the portable loop runs)."""
+    for e in TABLE:
+        if cpu in e.cpus and e.needs <= features:
+            return e
+    return next((e for e in TABLE if e.needs <= features), None)
+
+
+def plan() -> Entry | None:
+    """The table row of the compile target (None: the portable superblock loop runs)."""
+    return entry_for(*_target())
+
+
+# --------------------------------------------------------------------------------------------
+# The portable superblock loop's shapes (gemm.py, tiles.py): by target class, for targets
+# without a row above and for families that run the superblock loop.
+# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Shape:
-    """One body's register blocking: C rows per body, C columns, floats (or int32) per vector."""
+    """One superblock-loop body: C rows per body, C columns, floats (or int32) per vector."""
 
     rows: int
     cols: int
@@ -88,28 +322,17 @@ for _cls, _shapes in _ISA_SHAPES.items():
     SHAPES[_cls].update(_shapes)
 
 
-@functools.cache
-def _features() -> frozenset[str]:
-    import llvmlite.binding as llvm
-    from numba.core import config
-
-    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
-    return frozenset(features.split(","))
-
-
 def target_features() -> set[str]:
-    """Features of the target Numba compiles for (``NUMBA_CPU_FEATURES`` when set, else the host),
-    so that a cross-target compile picks the shapes of its target. Numba reads its target once
-    per process, so this is read once too."""
-    return set(_features())
+    """Features of the target Numba compiles for (``NUMBA_CPU_FEATURES`` when set, else the host)."""
+    return set(_target()[1])
 
 
 def target_class(features: set[str] | frozenset[str] | None = None) -> str:
     """The first class of :data:`CLASSES` whose features the target has."""
-    have = _features() if features is None else features
+    have = _target()[1] if features is None else features
     return next(name for name, need in CLASSES if need <= have)
 
 
 def shape(family: str, features: set[str] | frozenset[str] | None = None) -> Shape:
-    """The body shape of a kernel family on the target."""
+    """The superblock-loop body shape of a kernel family on the target."""
     return SHAPES[target_class(features)][family]

@@ -67,4 +67,5 @@ def path(request, monkeypatch):
     """Run the float kernels through their fast path where the proof allows it, or always exact."""
     if request.param == "exact":
         monkeypatch.setattr(plan, "fast_path_ok", lambda *args, **kw: False)
+        monkeypatch.setattr(plan, "FORCED_PATH", "exact")  # blocked kernels: every block exact
     return request.param

@@ -215,6 +215,7 @@ def test_caller_ftz_daz_does_not_change_bits(force_exact, monkeypatch):
 
     if force_exact:
         monkeypatch.setattr(plan, "fast_path_ok", lambda *args: False)
+        monkeypatch.setattr(plan, "FORCED_PATH", "exact")
     rng = np.random.default_rng(10)
     a, b = operands("bf16", (40, 70), (70, 30), rng)
     runs = [(a, b, "bf16"), (a, b, "fp16")] + [(np.array(c[2]), np.array(c[3]), c[1]) for c in CASES]

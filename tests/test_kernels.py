@@ -3,23 +3,35 @@
 from __future__ import annotations
 
 import pytest
-from conftest import KERNEL_CASES
+from conftest import KERNEL_CASES, SEED_TILINGS
 from kernel_tester import KernelTester, k_values, mn_pairs
 
 from tilegemm import dispatch, plan
+
+
+def _paths(kernel):
+    """Per-block paths for blocked kernels ("blocks": each block its own, here all fast on random
+    data; "flag" and "exact" forced for every block), per-call paths for the superblock loop."""
+    if not kernel.family.needs_proof:
+        return ("fast",)
+    if kernel.blocked is not None:
+        return ("fast", "flag", "exact") if kernel.tiling in SEED_TILINGS else ("fast", "exact")
+    return ("fast", "exact")
+
 
 CASES = [
     (isa, dtype, tiling, path)
     for isa, dtype in KERNEL_CASES
     for tiling in dispatch.TILINGS
-    for path in (("fast", "exact") if dispatch.lookup(isa, dtype, tiling).family.needs_proof else ("fast",))
+    for path in _paths(dispatch.lookup(isa, dtype, tiling))
 ]
 
 
 @pytest.mark.parametrize("isa,dtype,tiling,path", CASES)
 def test_kernel(isa, dtype, tiling, path, monkeypatch):
-    if path == "exact":
+    if path != "fast":
         monkeypatch.setattr(plan, "fast_path_ok", lambda *args, **kw: False)
+        monkeypatch.setattr(plan, "FORCED_PATH", path)
     KernelTester(isa, dtype, tiling).run()
 
 

@@ -225,11 +225,23 @@ def info(out=None) -> int:
         print(f"  {p.name:8} {p.summary}", file=out)
         print(f"  {'':8} {names}{aliases}", file=out)
     cls = targets.target_class()
-    print(f"\nkernel bodies on this host (target class {cls}; rows x columns of C per body, vector lanes)", file=out)
+    cpu, _ = targets.target()
+    row = targets.plan()
+    where = f"table row {row.name}" if row is not None else "no table row: the superblock loop"
+    print(f"\nkernels on this host (LLVM CPU {cpu}, {where}; target class {cls})", file=out)
     for fam in dispatch.FAMILIES.values():
-        s = targets.shape(fam.name)
-        print(f"  {fam.name:9} {s.rows} x {s.cols}, {s.width} lanes   entries {fam.fast} / {fam.exact}", file=out)
-    print(f"\nper target class: {', '.join(c for c, _ in targets.CLASSES)}", file=out)
+        for isa, profile in PROFILES.items():
+            for dtype, instr in profile.dtypes.items():
+                if instr.kernel == fam.name and profile.library is None:
+                    k = dispatch.lookup(isa, dtype, "2x2")
+                    b = k.body
+                    kind = "blocked " + (k.blocked_name or "") if k.blocked_name else f"superblock {fam.fast}"
+                    print(f"  {k.name:44} {b.rows} x {b.cols}, {b.width} lanes   {kind}", file=out)
+    print("\nper-target table (kernels/targets.py): bodies rows x columns / lanes, K chunk, INT8 dot product", file=out)
+    for e in targets.TABLE:
+        bodies = f"bf16 {e.pairs_bf16}, fp16 {e.pairs_fp16}, vdp {e.dot}, int8 {e.quads} {e.int_kind}"
+        print(f"  {e.name:18} {bodies}, K chunk {e.kc}: {', '.join(e.cpus)}", file=out)
+    print(f"\nsuperblock loop, per target class: {', '.join(c for c, _ in targets.CLASSES)}", file=out)
     for c, shapes in targets.SHAPES.items():
         print(f"  {c:12} " + ", ".join(f"{f} {s.rows}x{s.cols}/{s.width}" for f, s in shapes.items()), file=out)
     return 0
@@ -297,6 +309,10 @@ def _parser() -> _Parser:
     )
     b.add_argument(
         "--torch-mode", action="store_true", help="time tilegemm.torch.emulate() against a bare tilegemm.matmul"
+    )
+    b.add_argument("--host", action="store_true", help="print one line naming this CPU and its kernels' table row")
+    b.add_argument(
+        "--body", action="store_true", help="time each kernel body alone (operands in L1) against the FMA peak"
     )
 
     m = p["model"]

@@ -105,6 +105,9 @@ def _numba_threads(threads):
         numba.set_num_threads(previous)
 
 
+_NO_SUMS = np.zeros((1, 1), np.int32)  # the column sums a call without the VNNI correction passes
+
+
 def _batch_index(shape, batch) -> np.ndarray:
     """For each matrix of the broadcast batch, which matrix of an operand with batch ``shape``."""
     n = int(np.prod(shape, dtype=np.int64))
@@ -227,13 +230,16 @@ def matmul(
     if accumulate and instr.dst_daz:
         np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (docs/semantics.md)
 
-    call = _Call(instr, kernel, options, M, K, a2, b2, batch, accumulate)
-    packed = packed if packed is not None else pack_codes(b_codes, prof.name, name)
+    call = _Call(instr, kernel, options, M, K, a2, b2, batch, accumulate, prof.name, name)
     if target is not None:
+        packed = packed if packed is not None else pack_codes(b_codes, prof.name, name)
         call.run_native(target, a_in, packed, C3, plan.threads_for(C.size * K, threads) or numba.get_num_threads())
         return C
     with _LAUNCH, _numba_threads(plan.threads_for(C.size * K, threads)):
-        call.run(a_in, packed, C3)
+        if kernel.blocked is not None:
+            call.run_blocked(a_in, packed if packed is not None else b_codes, C3)
+        else:
+            call.run(a_in, packed if packed is not None else pack_codes(b_codes, prof.name, name), C3)
     return C
 
 
@@ -250,6 +256,87 @@ class _Call:
     b2: tuple
     batch: tuple
     accumulate: bool
+    isa: str = instructions.DEFAULT_ISA
+    dtype: str = "bf16"
+
+    def run_blocked(self, a_in: np.ndarray, b: PackedB | np.ndarray, C3: np.ndarray) -> None:
+        """A blocked kernel (``tilegemm.kernels.blocked``): A as the caller gave it (codes, or
+        float32 that the kernel rounds while packing it), B as packed. A B not yet packed is packed
+        in slabs of whole K steps (``plan.slab_steps``), each run before the next is packed, so
+        that the call's memory stays near the operands' own; each C element still sees its K
+        steps in order, and the blocks' paths restart from C's exponents at each slab."""
+        instr, kern = self.instr, self.kernel
+        nA = int(np.prod(self.a2[:-2], dtype=np.int64))
+        A = np.ascontiguousarray(a_in.reshape(nA, self.M, self.K))
+        ia = _batch_index(self.a2[:-2], self.batch)
+        ib = _batch_index(self.b2[:-2], self.batch)
+        p = plan.make_plan(kern, None, None, None, None)
+        entry = p.entry
+        assert entry is not None
+        kc = plan.k_chunk(kern, self.M)
+        one_row = plan.one_row_body(kern)
+        nthr = numba.get_num_threads()
+        stats = np.zeros(len(plan.PATH_NAMES), np.int64)
+
+        def launch(packed: PackedB, k0: int, k: int, c_dirty: bool) -> None:
+            if instr.is_float:
+                a16 = A.view(np.uint16)
+                blocks = packed.blocks(np.uint32)
+                st = entry(
+                    a16,
+                    A.dtype == np.float32,
+                    k0,
+                    blocks,
+                    ia,
+                    ib,
+                    packed.block_exponents(),
+                    C3,
+                    k,
+                    kc,
+                    p.force,
+                    c_dirty,
+                    one_row,
+                    nthr,
+                )
+                stats[:] += st
+            else:
+                same = instr.a.storage == instr.b.storage
+                colsum = packed.column_sums() if same else _NO_SUMS
+                signed = np.dtype(np.int8)
+                entry(
+                    A.view(np.uint8),
+                    instr.a.storage == signed,
+                    k0,
+                    packed.blocks(np.uint8),
+                    instr.b.storage == signed,
+                    ia,
+                    ib,
+                    colsum,
+                    C3,
+                    k,
+                    kc,
+                    one_row,
+                    nthr,
+                )
+
+        def dirty() -> bool:
+            """C holds values on a grid finer than 2^-126: the blocks' final adds must flush."""
+            if not (instr.is_float and kern.family.needs_proof):
+                return False
+            r = exponent_range(C3)
+            return r is not None and r[0] - 23 < -126
+
+        c_dirty = self.accumulate and dirty()
+        if isinstance(b, PackedB):
+            launch(b, 0, self.K, c_dirty)
+        else:
+            step = instr.k_step * plan.slab_steps(len(ib), b.shape[-1])
+            for k0 in range(0, self.K, step):
+                k1 = min(self.K, k0 + step)
+                packed = pack_codes(np.ascontiguousarray(b[..., k0:k1, :]), self.isa, self.dtype)
+                launch(packed, k0, k1 - k0, c_dirty)
+                c_dirty = k1 < self.K and dirty()
+        plan.record(kern, p.path if kern.family.needs_proof else "fast", stats, nthr)
 
     def run(self, a_in: np.ndarray, packed: PackedB, C3: np.ndarray) -> None:
         """Packing, plan and kernel (inside the caller's thread setting: the passes are compiled)."""

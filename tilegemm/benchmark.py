@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import __version__
+from . import __version__, plan
 from .api import matmul
 from .compare import bitdiff
 from .dispatch import TILINGS
@@ -260,6 +260,7 @@ class Row:
     differs: float | None = None  # share of outputs whose bits differ from the exact AMX result
     max_ulp: float | None = None  # against a float64 product
     skipped: str | None = None
+    ran: str = ""  # tilegemm rows: the kernel (body, table row) and the paths its blocks took
 
 
 def median_time(run, reps, warmup=5):
@@ -326,8 +327,10 @@ def sweep(
                             continue
                     run = c.prepare(a, b, threads, g)
                     t_first = time.perf_counter()
-                    result = np.asarray(run())
+                    with plan.recording() as rec:  # which kernel body and paths a tilegemm row runs
+                        result = np.asarray(run())
                     t_first = time.perf_counter() - t_first
+                    row.ran = rec.describe() if rec.calls else ""
                     if t_first * (5 + reps) > budget:  # time the runs the budget allows
                         reps = max(1, int(budget / max(t_first, 1e-9)) - 1)
                         warm = 0
@@ -386,11 +389,11 @@ def machine_info(threads) -> dict:
 
 
 def host_line(threads=None) -> str:
-    """One line naming the host: CPU model, LLVM's name for it, its kernel target class, cores."""
-    from .kernels.targets import target_class
+    """One line naming the host: CPU model, LLVM's name for it, the per-target table row its
+    kernels come from, cores, the clock (``tilegemm.perf.host_line``)."""
+    from .perf import host_line as line
 
-    info = machine_info(threads)
-    return f"{info['cpu']} (LLVM {info['llvm_cpu']}, target class {target_class()}, {info['cores']} cores)"
+    return line()
 
 
 def format_table(rows: list[Row]) -> str:
@@ -402,9 +405,9 @@ def format_table(rows: list[Row]) -> str:
             lines.append(f"{r.group:6} {r.contender:{w}} {r.n:5d}   skipped: {r.skipped}")
             continue
         ulp = f"{r.max_ulp:9.3g}" if r.max_ulp is not None else ""
-        lines.append(
-            f"{r.group:6} {r.contender:{w}} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} {r.differs:11.1%} {ulp}"
-        )
+        ran = f"  {r.ran}" if r.ran else ""
+        speed = f"{r.gflops:9.2f} {r.efficiency or 0:7.2f}"
+        lines.append(f"{r.group:6} {r.contender:{w}} {r.n:5d} {speed} {r.differs:11.1%} {ulp}{ran}")
     return "\n".join(lines)
 
 
@@ -475,49 +478,15 @@ class Target:
     goal: str
     met: bool
     samples: list = field(default_factory=list)
+    ran: str = ""  # the kernel and the paths its blocks took
 
 
 def _median_ratio(fast, slow, repeats, inner=1):
-    """Median over ``repeats`` of time(slow) / time(fast), the two timed back to back."""
-    fast()
-    slow()
-    ratios = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            slow()
-        t1 = time.perf_counter()
-        for _ in range(inner):
-            fast()
-        t2 = time.perf_counter()
-        ratios.append((t1 - t0) / (t2 - t1))
-    return statistics.median(ratios), ratios
+    """Median over ``repeats`` of time(slow) / time(fast), timed back to back, alternating which
+    goes first (``tilegemm.perf.median_ratio``)."""
+    from .perf import median_ratio
 
-
-def add_memory_row(add, n=1024):
-    """Extra memory of one BF16 matmul with a fresh PackedB, beyond a, b and out (tracemalloc
-    sees NumPy's allocations), against the allowance: A once in the target format (BF16, 2 bytes
-    an element), the packed B, and a fixed per-thread panel (counted as one 16 x 16 float32 tile
-    per superblock)."""
-    import tracemalloc
-
-    a, b = inputs("BF16", n)
-    out = np.empty((n, n), np.float32)
-    matmul(a, pack(b, "bf16"), out=out)  # compile outside the measurement
-    packed = pack(b, "bf16")
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    matmul(a, packed, out=out)
-    peak = tracemalloc.get_traced_memory()[1] - base
-    tracemalloc.stop()
-    allowance = n * n * 2 + packed.data.nbytes + 4 * 16 * 16 * 4
-    add(
-        f"extra memory of a BF16 {n}^3 matmul (fresh PackedB) / allowance",
-        peak / allowance,
-        "<= 1.0",
-        peak <= allowance,
-        [peak, allowance],
-    )
+    return median_ratio(fast, slow, repeats, inner)
 
 
 def add_native_row(add, report, n=2048, repeats=5):
@@ -568,28 +537,30 @@ def add_profile_rows(add, n=1024, repeats=7):
 
 
 def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
-    """Measure every row of the performance-target table (see the README)."""
+    """Measure every row of the performance-target table (see the README): the blocked kernels'
+    targets (``tilegemm.perf``, with the bodies alone against the FMA peak), then the others."""
     from threadpoolctl import threadpool_limits
+
+    from . import perf
 
     out: list[Target] = []
 
-    def add(what, ratio, goal, met, samples):
-        t = Target(what, ratio, goal, met, [round(s, 3) for s in samples])
+    def add(what, ratio, goal, met, samples, ran=""):
+        t = Target(what, ratio, goal, met, [round(s, 3) for s in samples], ran)
         out.append(t)
-        report(f"{'ok ' if met else 'MISS'} {what}: {ratio:.2f} ({goal})")
+        report(f"{'ok  ' if met else 'MISS'} {what}: {ratio:.2f} ({goal}){f'  [{ran}]' if ran else ''}")
 
+    report(f"# host: {perf.host_line()}")
+    perf.body_report(report)
+    report("# targets: ratios timed side by side in this process (medians of alternating repetitions), 1 thread")
+    for r in perf.speed_targets(sizes, repeats, report=lambda line: None):
+        add(r.what, r.ratio, r.goal, r.met, r.samples, r.ran)
     with threadpool_limits(1):
-        for group, goal in (("BF16", 0.75), ("FP16", 0.75), ("INT8", 0.85)):
-            for n in sizes:
-                a, b = inputs(group, n)
-                packed = pack(b, group_dtype(group))
-                a32, b32 = inputs("BF16", n)
-                r, s = _median_ratio(lambda: matmul(a, packed, tiling="2x2", threads=1), lambda: a32 @ b32, repeats)
-                add(f"{group} 2x2 prepacked n={n}, 1 thread vs numpy float32", r, f">= {goal}", r >= goal, s)
-                if not _instruction(group).is_float:  # numpy's own int8 matmul, for scale
-                    a8, b8 = a, b
-                    r8, s8 = _median_ratio(lambda: matmul(a, packed, threads=1), lambda: a8 @ b8, 1 if n > 1024 else 3)
-                    add(f"INT8 2x2 n={n}, 1 thread vs numpy int8", r8, ">= 10", r8 >= 10, s8)
+        n = max(sizes)
+        a, b = inputs("INT8", n)
+        packed = pack(b, "int8")
+        r8, s8 = _median_ratio(lambda: matmul(a, packed, threads=1), lambda: a @ b, 1 if n > 1024 else 3)
+        add(f"INT8 2x2 n={n}, 1 thread vs numpy int8", r8, ">= 10", r8 >= 10, s8)
         # AMX-COMPLEX against numpy's complex64 matmul (four real products per complex MAC), the
         # 8-bit floats against float32 on the same values; A as their callers hold it.
         n = min(sizes, key=lambda x: abs(x - 1024))
@@ -618,11 +589,6 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
     n = max(sizes)
     a, b = inputs("BF16", n)
     packed = pack(b, "bf16")
-    import numba
-
-    if numba.config.NUMBA_NUM_THREADS >= 2:
-        r, s = _median_ratio(lambda: matmul(a, packed, threads=2), lambda: matmul(a, packed, threads=1), repeats)
-        add(f"BF16 n={n}: 2 threads vs 1", r, ">= 1.7", r >= 1.7, s)
     r, s = _median_ratio(lambda: pack(b, "bf16"), lambda: matmul(a, packed), repeats)
     add(
         f"pack of a {n}x{n} B as a share of one BF16 matmul (all threads)",
@@ -631,7 +597,6 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
         1 / r <= 0.10,
         [1 / x for x in s],
     )
-    add_memory_row(add)
     add_native_row(add, report)
     from .amx import seed
 
@@ -784,6 +749,13 @@ def native_main(args, out=print) -> int:
 
 
 def main(args) -> int:
+    if getattr(args, "host", False) or getattr(args, "body", False):
+        from . import perf
+
+        print(f"# host: {perf.host_line()}")
+        if args.body:
+            perf.body_report()
+        return 0
     if getattr(args, "torch_mode", False):
         torch_mode(threads=args.threads)
         return 0

@@ -2,7 +2,8 @@
 
 Every conversion works on bit patterns with integer instructions, so the caller's MXCSR (DAZ in
 particular) cannot change a value on the way (docs/semantics.md, section 1: FP16 denormal inputs are kept). Each
-rule is written once, as a Numba ufunc usable from NumPy and from compiled code alike:
+rule is written once, in ``tilegemm.kernels.rounding`` (the kernels pack A with the same functions),
+and made a NumPy ufunc here:
 
 - ``f32_to_bf16``: binary32 -> BF16, round to nearest even, as ``ml_dtypes.bfloat16`` does.
 - ``f32_to_fp16``: binary32 -> binary16, round to nearest even, as ``numpy.float16`` does.
@@ -12,7 +13,10 @@ rule is written once, as a Numba ufunc usable from NumPy and from compiled code 
 - ``f32_to_e5m2`` / ``f32_to_e4m3fn``: binary32 -> the 8-bit floats, round to nearest even, as
   ``ml_dtypes.float8_e5m2`` / ``float8_e4m3fn`` do (overflow: infinity / NaN).
 
-``pack_a_float`` / ``pack_a_int`` write A into the kernels' panel layout
+``block_exponents`` and ``column_sums`` make the per-block tables of a packed B that the blocked
+kernels read (``tilegemm.PackedB.block_exponents`` / ``column_sums``).
+
+``pack_a_float`` / ``pack_a_int`` write A into the superblock loop's panel layout
 ``(nA, M_tiles, K_steps, 16, k_step)`` (one contiguous tile of A per 16 rows and K step, as a
 ``TILELOADD`` of A would see it; zero padding already in place) and, for floats, return the
 exponent range the fast-path proof needs, in the same pass.
@@ -23,6 +27,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, vectorize
 
+from .kernels import rounding
+
 __all__ = [
     "f32_to_bf16",
     "bf16_to_f32_daz",
@@ -32,6 +38,8 @@ __all__ = [
     "pack_a_int",
     "pack_b",
     "exponent_bounds",
+    "block_exponents",
+    "column_sums",
     "f32_to_fp16",
     "MODE_F32_TO_BF16",
     "MODE_BF16",
@@ -51,42 +59,19 @@ MODE_BF16_KEEP, MODE_F32_TO_BF16_KEEP = 4, 5
 @vectorize(["uint16(uint32)"], cache=True)
 def f32_to_bf16(bits):
     """binary32 bits -> BF16 bits, RNE; NaN stays a (quiet) NaN of the same sign."""
-    if (bits & 0x7F800000) == 0x7F800000 and (bits & 0x007FFFFF) != 0:
-        return np.uint16(((bits >> 16) & 0x8000) | 0x7FC0)
-    return np.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+    return rounding.f32_to_bf16(bits)
 
 
 @vectorize(["uint16(uint32)"], cache=True)
 def f32_to_fp16(bits):
     """binary32 bits -> binary16 bits, RNE, overflow to infinity, denormals rounded in place."""
-    sign = (bits >> 16) & 0x8000
-    ax = bits & 0x7FFFFFFF
-    if ax > 0x7F800000:  # NaN: a quiet NaN of the same sign
-        return np.uint16(sign | 0x7E00)
-    if ax >= 0x477FF000:  # 65520 and up (the midpoint 65504 | 65536 ties to even): infinity
-        return np.uint16(sign | 0x7C00)
-    if ax >= 0x38800000:  # a binary16 normal: rebias the exponent, round 13 bits away
-        return np.uint16(sign | ((ax - 0x38000000 + 0x0FFF + ((ax >> 13) & 1)) >> 13))
-    if ax <= 0x33000000:  # at most 2^-25, the midpoint 0 | 2^-24: zero
-        return np.uint16(sign)
-    e = ax >> 23
-    mant = (ax & 0x7FFFFF) | 0x800000  # value = mant * 2^(e - 150) = mant >> (126 - e) units of 2^-24
-    shift = 126 - e
-    r = mant >> shift
-    rem = mant & ((np.uint32(1) << shift) - 1)
-    half = np.uint32(1) << (shift - 1)
-    if rem > half or (rem == half and (r & 1) == 1):
-        r += 1
-    return np.uint16(sign | r)
+    return rounding.f32_to_fp16(bits)
 
 
 @vectorize(["uint32(uint16)"], cache=True)
 def bf16_to_f32_daz(h):
     """BF16 bits -> binary32 bits, exact; a BF16 denormal becomes a zero of its sign."""
-    b = np.uint32(h) << 16
-    if (b & 0x7F800000) == 0:
-        return b & 0x80000000
-    return b
+    return rounding.bf16_to_f32_daz(h)
 
 
 @vectorize(["uint32(uint16)"], cache=True)
@@ -98,21 +83,7 @@ def bf16_to_f32(h):
 @vectorize(["uint32(uint16)"], cache=True)
 def fp16_to_f32(h):
     """binary16 bits -> binary32 bits, exact, denormals kept."""
-    h32 = np.uint32(h)
-    sign = (h32 & 0x8000) << 16
-    exp = (h32 >> 10) & 0x1F
-    man = h32 & 0x3FF
-    if exp == 0x1F:
-        return sign | 0x7F800000 | (man << 13)
-    if exp != 0:
-        return sign | ((exp + 112) << 23) | (man << 13)
-    if man == 0:
-        return sign
-    e = np.uint32(113)  # value = man * 2^-24: normalise the top set bit into the hidden bit
-    while (man & 0x400) == 0:
-        man <<= 1
-        e -= 1
-    return sign | (e << 23) | ((man & 0x3FF) << 13)
+    return rounding.fp16_to_f32(h)
 
 
 @njit(cache=True, inline="always")
@@ -261,3 +232,51 @@ def f32_to_e5m2(bits):
 def f32_to_e4m3fn(bits):
     """binary32 bits -> E4M3 "fn" code, RNE, overflow to NaN (as ml_dtypes.float8_e4m3fn)."""
     return _f32_to_fp8(bits, 3, 7, False)
+
+
+@njit(cache=True, parallel=True)
+def block_exponents(codes, fp16, out):
+    """The block exponent table of packed 16-bit float blocks.
+
+    ``codes``: (nB, KB, NB, 512) uint16, one tile block per (kb, nb); ``out``: (nB, KB, NB) int16,
+    set to the smallest biased binary32 exponent of the block's non-zero finite values as the
+    instruction reads them (BF16 with DAZ, FP16 widened exactly), 255 where there is none, and -1
+    for a BF16 block holding a denormal (the blocked kernels send it to their exact path)."""
+    nB, KB, NB = out.shape
+    for job in prange(nB * KB):
+        b = job // KB
+        kb = job % KB
+        for nb in range(NB):
+            blk = codes[b, kb, nb]
+            lo = 255
+            den = False
+            if fp16:
+                for i in range(blk.size):
+                    e = np.int32((rounding.fp16_to_f32(blk[i]) >> np.uint32(23)) & np.uint32(0xFF))
+                    lo = min(lo, 255 if (e == 0 or e == 255) else e)
+            else:
+                for i in range(blk.size):
+                    h = np.uint32(blk[i])
+                    e = np.int32((h >> np.uint32(7)) & np.uint32(0xFF))
+                    den = den or (e == 0 and (h & np.uint32(0x7F)) != 0)
+                    lo = min(lo, 255 if (e == 0 or e == 255) else e)
+            out[b, kb, nb] = -1 if den else lo
+
+
+@njit(cache=True, parallel=True)
+def column_sums(blocks, out):
+    """``out[b, n]``: the sum over K of column n of packed INT8 blocks, modulo 2^32.
+
+    ``blocks``: (nB, KB, NB, 16, 16, 4) int8 or uint8 (quads of column n at ``[..., n, :]``),
+    ``out``: (nB, NB * 16) int32."""
+    nB, KB, NB = blocks.shape[0], blocks.shape[1], blocks.shape[2]
+    for job in prange(nB * NB):
+        b = job // NB
+        nb = job % NB
+        for n in range(16):
+            total = np.int64(0)
+            for kb in range(KB):
+                for q in range(16):
+                    for j in range(4):
+                        total += np.int64(blocks[b, kb, nb, q, n, j])
+            out[b, nb * 16 + n] = np.int32(total)  # the low 32 bits: the sum modulo 2^32

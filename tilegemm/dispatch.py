@@ -1,10 +1,11 @@
 """The kernel table: which compiled kernel serves which (isa, dtype, tiling), as data.
 
 Each instruction record (:mod:`tilegemm.instructions`) names its kernel *family*; a family is a
-set of compiled entry points in ``tilegemm.kernels.gemm`` with the operand layouts they read and
-whether the fast entry needs the per-call proof (``tilegemm.plan``). The body shape inside a
-family (rows x columns per body, vector width) comes from the per-target table
-``tilegemm.kernels.targets``. :data:`TILINGS` are the superblock shapes every kernel runs.
+set of compiled entry points with the operand layouts they read and whether the fast entry needs
+the proof (``tilegemm.plan``): the blocked driver in ``tilegemm.kernels.blocked`` on targets of the
+per-target table (``tilegemm.kernels.targets``, which also gives the body shape), and the portable
+superblock loop in ``tilegemm.kernels.gemm`` elsewhere and for families without a blocked entry.
+:data:`TILINGS` are the superblock shapes every kernel runs.
 ``matmul``, ``inspect``, the benchmark and the CLI all look kernels up here; nothing else knows
 an entry point's name.
 """
@@ -63,6 +64,11 @@ class Family:
         multiply (the +128 compensation of signed activations) or padding the kernel relies on.
     c_view:
         The dtype the kernels see C as, where it is not the result's (binary16 C as uint16 codes).
+    blocked:
+        The blocked entry point in ``tilegemm.kernels.blocked``, as a template that ``{b}``
+        completes with the B format's name (``"gemm_pairs_{b}"``), or None: the family runs the
+        superblock loop only. It reads A as the caller gave it (codes, or float32 rounded while
+        packed) and B as packed (``PackedB.data``), and decides the path per block.
     """
 
     name: str
@@ -75,6 +81,7 @@ class Family:
     tile: str | None = None
     prepare: str | None = None
     c_view: str | None = None
+    blocked: str | None = None
 
     def run_prepare(self, instr, A, B, C, ib, k) -> None:
         """Run :attr:`prepare`, if any (imported on first use)."""
@@ -107,9 +114,23 @@ _PAD = "tilegemm.profiles:pad_identity"
 #: Kernel families by name.
 FAMILIES: Mapping[str, Family] = MappingProxyType(
     {
-        "f32pairs": Family("f32pairs", "gemm_amx_fast", "gemm_amx_exact", "AMX_FAST", "f32", "f32", True, "tile_amx"),
-        "vdp": Family("vdp", "gemm_avx512_fast", "gemm_avx512_exact", "AVX512_FAST", "f32", "f32", True),
-        "i8quads": Family("i8quads", "gemm_int", "gemm_int", "AMX_EXACT", "bytes", "bytes", False, "tile_amx"),
+        "f32pairs": Family(
+            "f32pairs",
+            "gemm_amx_fast",
+            "gemm_amx_exact",
+            "AMX_FAST",
+            "f32",
+            "f32",
+            True,
+            "tile_amx",
+            blocked="gemm_pairs_{b}",
+        ),
+        "vdp": Family(
+            "vdp", "gemm_avx512_fast", "gemm_avx512_exact", "AVX512_FAST", "f32", "f32", True, blocked="gemm_dot_{b}"
+        ),
+        "i8quads": Family(
+            "i8quads", "gemm_int", "gemm_int", "AMX_EXACT", "bytes", "bytes", False, "tile_amx", blocked="gemm_quads"
+        ),
         "cfp16": Family("cfp16", "gemm_cfp16_fast", "gemm_cfp16_exact", "CFP16_FAST", "f32", "f32", True, "tile_cfp16"),
         "fp8quads": Family("fp8quads", "gemm_fp8_fast", "gemm_fp8_exact", "FP8_FAST", "f64", "f64", True, "tile_fp8"),
         # The other CPUs' paths (docs/isa-profiles.md; kernels/isa.py).
@@ -144,17 +165,49 @@ class Kernel:
     cols: int
 
     @property
-    def body(self):
-        """The body's :class:`tilegemm.kernels.targets.Shape` on the compile target."""
-        from .kernels.targets import shape
+    def blocked_name(self) -> str | None:
+        """The blocked entry point's name, or None where the family has none or the compile
+        target has no row in the per-target table (then the superblock loop runs)."""
+        from .kernels import blocked, targets
 
-        return shape(self.family.name)
+        if self.family.blocked is None or targets.plan() is None:
+            return None
+        name = self.family.blocked.format(b=self.instruction.b.name)
+        return name if name in blocked.ENTRY_BODIES else None
+
+    @property
+    def blocked(self) -> Callable[..., Any] | None:
+        """The compiled blocked entry point (imported on first use), or None."""
+        from .kernels import blocked
+
+        name = self.blocked_name
+        return None if name is None else getattr(blocked, name)
+
+    @property
+    def table_entry(self):
+        """The per-target table row the blocked entry is built from (None: superblock loop)."""
+        from .kernels import targets
+
+        return targets.plan() if self.blocked_name is not None else None
+
+    @property
+    def body(self):
+        """The fast body on the compile target: a :class:`tilegemm.kernels.targets.Body` of the
+        blocked driver, or the superblock loop's :class:`tilegemm.kernels.targets.Shape`."""
+        from .kernels import blocked, targets
+
+        name = self.blocked_name
+        if name is not None:
+            return targets.plan().body(blocked.ENTRY_BODIES[name])
+        return targets.shape(self.family.name)
 
     @property
     def target(self) -> str:
+        """The per-target table row (blocked kernels) or target class (superblock loop)."""
         from .kernels.targets import target_class
 
-        return target_class()
+        entry = self.table_entry
+        return entry.name if entry is not None else target_class()
 
     @property
     def name(self) -> str:
@@ -163,10 +216,12 @@ class Kernel:
 
     @property
     def k_chunk(self) -> int:
-        """K steps per pass of the kernel's loop over superblocks (``tilegemm.kernels.gemm``)."""
+        """K steps per pass of the superblock loop (``tilegemm.kernels.gemm``), or the table's K
+        chunk of the blocked driver."""
         from .kernels.gemm import K_CHUNK
 
-        return int(K_CHUNK)
+        entry = self.table_entry
+        return int(entry.kc) if entry is not None else int(K_CHUNK)
 
     @property
     def fast(self) -> Callable[..., Any]:

@@ -1,9 +1,10 @@
 """Read what the kernels compile to: LLVM IR, assembly, a vectorization report, and real AMX code.
 
 - :func:`llvm_ir` / :func:`asm`: the optimized IR and assembly of the hot loop that
-  :func:`tilegemm.matmul` runs for ``(dtype, tiling, isa)``: one K step of one superblock of the
-  tiling's C tiles through the kernel's fast body, compiled afresh (Numba does not let cached
-  code be inspected).
+  :func:`tilegemm.matmul` runs for ``(dtype, tiling, isa)``: the blocked kernel's fast body over
+  a loop of K steps (the body the per-target table gives the target), or one K step of one
+  superblock of the superblock loop, compiled afresh (Numba does not let cached code be
+  inspected).
 - :func:`vector_report`: what that hot loop is made of, for this host or (``cpu=``) another target,
   compiled in a subprocess with ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` and never run.
 - :func:`amx_asm`: the seed's loop for a tiling as an AMX core would execute it (``ldtilecfg``,
@@ -29,7 +30,19 @@ from dataclasses import asdict, dataclass
 from . import dispatch
 from .instructions import resolve
 
-__all__ = ["VectorReport", "llvm_ir", "asm", "vector_report", "amx_ir", "amx_asm", "native_ir", "native_asm", "TARGETS"]
+__all__ = [
+    "VectorReport",
+    "llvm_ir",
+    "asm",
+    "vector_report",
+    "vector_reports",
+    "loop_spills",
+    "amx_ir",
+    "amx_asm",
+    "native_ir",
+    "native_asm",
+    "TARGETS",
+]
 
 _BASE = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16"
 _AVX512 = _BASE + ",+avx512f,+avx512cd,+avx512bw,+avx512dq,+avx512vl"
@@ -54,11 +67,15 @@ TARGETS = {
 @functools.lru_cache(maxsize=None)
 def _probe(isa, dtype, tiling):
     """The hot loop of the kernel ``dispatch`` names for (isa, dtype, tiling) as a small
-    non-cached function, compiled for arguments typed as ``matmul`` types them."""
+    non-cached function, compiled for arguments typed as ``matmul`` types them: the blocked
+    kernel's fast body over a loop of K steps (its table row's shape), or one K step of one
+    superblock through the superblock loop's body."""
     import numpy as np
     from numba import typeof
 
     kern = dispatch.lookup(isa, dtype, tiling)
+    if kern.blocked_name is not None:
+        return _body_probe(kern)
     instr, fam = kern.instruction, kern.family
     lanes = instr.a.lanes  # values per element: a complex element is two
     step = fam.superblock_step(kern.rows, kern.cols, instr.lanes, tuple(0 for _ in instr.switches))
@@ -72,6 +89,33 @@ def _probe(isa, dtype, tiling):
     return step, step.signatures[-1]
 
 
+def _body_probe(kern):
+    """``probe(A, B, C, lda, b_tile, b_step, ldc, nsteps)``: the blocked kernel's fast body for
+    ``nsteps`` K steps (``tilegemm.kernels.blocked.fast_body``), compiled for its operand types."""
+    import numpy as np
+    from numba import njit, typeof
+
+    from .kernels import blocked
+
+    body, fn, kind = blocked.fast_body(blocked.ENTRY_BODIES[kern.blocked_name])
+    if kind == "int":
+        a_type = np.uint8 if blocked.PLAN.int_kind == "vnni" else np.int16
+        A, B, C = np.zeros(64, a_type), np.zeros(64, np.uint8), np.zeros(64, np.int32)
+
+        def probe(A, B, C, lda, b_tile, b_step, ldc, nsteps):
+            fn(A, 0, lda, B, 0, b_tile, b_step, C, 0, ldc, nsteps)
+
+    else:
+        A, B, C = np.zeros(64, np.float32), np.zeros(64, np.uint32), np.zeros(64, np.float32)
+
+        def probe(A, B, C, lda, b_tile, b_step, ldc, nsteps):
+            fn(A, 0, lda, B, 0, b_tile, b_step, C, 0, ldc, nsteps, 16)
+
+    jitted = njit(probe)
+    jitted.compile(tuple(typeof(x) for x in (A, B, C)) + (typeof(1),) * 5)
+    return jitted, jitted.signatures[-1]
+
+
 def _check(dtype, tiling, isa):
     if tiling != "auto":
         dispatch.lookup(isa, dtype, tiling)  # validates all three
@@ -83,14 +127,29 @@ def _tiling(tiling):
 
 
 def _host_texts(dtype, tiling, isa) -> dict:
-    """IR, assembly and target of the hot loop, compiled in this process (for its target)."""
+    """IR, assembly, target and body of the hot loop, compiled in this process (for its target)."""
     import llvmlite.binding as llvm
     from numba.core import config
 
     fn, sig = _probe(isa, dtype, _tiling(tiling))
     cpu = config.CPU_NAME or llvm.get_host_cpu_name()
     features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
-    return {"ir": fn.inspect_llvm(sig), "asm": fn.inspect_asm(sig), "cpu": cpu, "features": features}
+    kern = dispatch.lookup(isa, dtype, _tiling(tiling))
+    body = kern.body
+    budget = getattr(body, "spills", None)
+    return {
+        "ir": fn.inspect_llvm(sig),
+        "asm": fn.inspect_asm(sig),
+        "cpu": cpu,
+        "features": features,
+        "body": f"{kern.name} ({'blocked' if kern.blocked_name else 'superblock loop'})",
+        "budget": budget,
+    }
+
+
+def _many_texts(cases) -> list:
+    """:func:`_host_texts` of several (dtype, tiling, isa) in this process."""
+    return [_host_texts(*c) for c in cases]
 
 
 @functools.lru_cache(maxsize=None)
@@ -100,13 +159,15 @@ def _texts(dtype, tiling, isa, cpu) -> dict:
     _check(dtype, tiling, isa)
     if cpu is None:
         return _host_texts(dtype, tiling, isa)
+    return _cross(((dtype, tiling, isa),), cpu)[0]
+
+
+def _cross(cases, cpu) -> list:
+    """:func:`_host_texts` of each case, compiled for ``cpu`` in one subprocess (never run)."""
     if cpu not in TARGETS:
         raise ValueError(f"unknown cpu {cpu!r}; known targets are {', '.join(TARGETS)}")
     env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=TARGETS[cpu])
-    code = (
-        "import json; from tilegemm.inspect import _host_texts; "
-        f"print(json.dumps(_host_texts({dtype!r}, {tiling!r}, {isa!r})))"
-    )
+    code = f"import json; from tilegemm.inspect import _many_texts; print(json.dumps(_many_texts({tuple(cases)!r})))"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"compiling for {cpu} failed:\n{done.stderr[-2000:]}")
@@ -133,7 +194,11 @@ class VectorReport:
     the work instructions are vector ones (float: at least one packed FMA ``vfmadd...ps``; int8:
     at least one integer dot product, ``vpmaddwd``, ``vpdpwssd`` or ``vpdpbusd``); and the widest
     vector type in the IR is at least 128 bits. ``spills`` counts vector registers stored to the
-    stack (``vmov... %xmm/ymm/zmm, ...(%rsp)``).
+    stack anywhere in the function (``vmov... %xmm/ymm/zmm, ...(%rsp)``); ``loop_spills`` the
+    vector registers stored to or reloaded from the stack inside the inner loop (the basic blocks
+    holding the body's FMAs or dot products), which the per-target table bounds by
+    ``spill_budget`` (``tilegemm.kernels.targets.Body.spills``; None for the superblock loop).
+    ``body`` names the kernel and whether it is the blocked driver's body.
     """
 
     cpu: str
@@ -145,6 +210,9 @@ class VectorReport:
     int_dot: int
     spills: int
     vectorized: bool
+    loop_spills: int = 0
+    spill_budget: int | None = None
+    body: str = ""
 
     def __str__(self):
         return "\n".join(f"{k:14} {v}" for k, v in asdict(self).items())
@@ -152,9 +220,36 @@ class VectorReport:
 
 _VEC = re.compile(r"<(\d+) x (float|double|i8|i16|i32|i64)>")
 _BITS = {"float": 32, "double": 64, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+_WORK = re.compile(r"\b(?:vfn?m(?:add|sub)\w*p[sd]|vpdpbusds?|vpdpwssds?|vpmaddwd)\b")
+_SPILL = re.compile(r"\bvmov\w+\s+%[xyz]mm\d+, -?\d*\(%rsp\)")
+_RELOAD = re.compile(r"\bv\w+\s+-?\d*\(%rsp\)(?:\{1to\d+\})?, %[xyz]mm")
 
 
-def _report(ir_text: str, asm_text: str, cpu: str, features: str) -> VectorReport:
+def _blocks(asm_text: str):
+    """The assembly's basic blocks: (label, lines)."""
+    name, lines = "entry", list[str]()
+    for line in asm_text.splitlines():
+        m = re.match(r"^(\.?[\w$.]+):", line)
+        if m:
+            yield name, lines
+            name, lines = m.group(1), []
+        else:
+            lines.append(line)
+    yield name, lines
+
+
+def loop_spills(asm_text: str, min_work: int = 8) -> int:
+    """Vector registers stored to or reloaded from the stack inside the basic blocks that hold at
+    least ``min_work`` FMAs or dot products (the body's loop)."""
+    total = 0
+    for _, lines in _blocks(asm_text):
+        text = "\n".join(lines)
+        if len(_WORK.findall(text)) >= min_work:
+            total += len(_SPILL.findall(text)) + len(_RELOAD.findall(text))
+    return total
+
+
+def _report(ir_text: str, asm_text: str, cpu: str, features: str, budget=None, body="") -> VectorReport:
     widest, bits = "none", 0
     for n, t in _VEC.findall(ir_text):
         b = int(n) * _BITS[t]
@@ -163,16 +258,31 @@ def _report(ir_text: str, asm_text: str, cpu: str, features: str) -> VectorRepor
     vfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*p[sd]\b", asm_text))
     sfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*s[sd]\b", asm_text))
     idot = len(re.findall(r"\b(?:vpmaddwd|vpdpwssds?|vpdpbusds?)\b", asm_text))
-    spills = len(re.findall(r"\bvmov\w+\s+%[xyz]mm\d+, -?\d*\(%rsp\)", asm_text))
+    spills = len(_SPILL.findall(asm_text))
     vectorized = sfma == 0 and (vfma > 0 or idot > 0) and bits >= 128
-    return VectorReport(cpu, features, widest, bits, vfma, sfma, idot, spills, vectorized)
+    return VectorReport(
+        cpu, features, widest, bits, vfma, sfma, idot, spills, vectorized, loop_spills(asm_text), budget, body
+    )
+
+
+def _report_of(t: dict) -> VectorReport:
+    return _report(t["ir"], t["asm"], t["cpu"], t["features"], t.get("budget"), t.get("body", ""))
 
 
 def vector_report(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> VectorReport:
     """A :class:`VectorReport` for this host, or for ``cpu`` (a name in :data:`TARGETS`), which is
     compiled for, never run, in a subprocess."""
-    t = _texts(dtype, tiling, isa, cpu)
-    return _report(t["ir"], t["asm"], t["cpu"], t["features"])
+    return _report_of(_texts(dtype, tiling, isa, cpu))
+
+
+def vector_reports(cases, cpu=None) -> list[VectorReport]:
+    """:func:`vector_report` of each ``(dtype, tiling, isa)`` in ``cases``, all compiled for ``cpu``
+    in one subprocess (or in this process for the host)."""
+    cases = tuple(tuple(c) for c in cases)
+    for c in cases:
+        _check(*c)
+    texts = _many_texts(cases) if cpu is None else _cross(cases, cpu)
+    return [_report_of(t) for t in texts]
 
 
 # --------------------------------------------------------------------------------------------

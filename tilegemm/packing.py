@@ -4,7 +4,9 @@
 order), 16 rows of 64 bytes, row ``r`` holding ``B[kb*32 + 2r + j][jb*16 + n]`` at 16-bit element
 ``2n + j`` (``docs/semantics.md``, "The B operand"); INT8 packs quads the same way. That is
 exactly what ``TILELOADD`` with stride 64 reads. K is padded with zeros to whole tile steps and
-N to whole tiles. :class:`PackedB` holds that, and, on first use, the form a kernel family reads.
+N to whole tiles, the blocks start on a 64-byte boundary. :class:`PackedB` holds that; the blocked
+kernels read it as it is, with two small tables made on first use (each block's smallest exponent,
+INT8 column sums); the superblock loop reads a form made on first use.
 
 A is cut into panels of one tile (16 rows x one K step) each, contiguous, in a compiled pass that
 also finds the exponent range the fast-path proof needs (``tilegemm.plan``).
@@ -33,6 +35,9 @@ __all__ = [
     "kernel_blocks",
     "tile_operands",
     "exponent_range",
+    "tile_operands",
+    "exponent_range",
+    "aligned_zeros",
     "TILE_N",
     "TILE_ROWS",
 ]
@@ -79,7 +84,7 @@ class PackedB:
         is the 1 KiB block ``TILELOADD`` reads with stride 64.
     """
 
-    __slots__ = ("shape", "dtype", "isa", "instruction", "data", "_kernel_b", "_ranges")
+    __slots__ = ("shape", "dtype", "isa", "instruction", "data", "_kernel_b", "_ranges", "_tables")
 
     def __init__(self, shape: tuple[int, ...], dtype: str, data: np.ndarray, isa: str = DEFAULT_ISA):
         _, name, instr = resolve(isa, dtype)
@@ -90,6 +95,7 @@ class PackedB:
         self.data = data
         self._kernel_b: dict[str, np.ndarray] = {}
         self._ranges: dict[str, tuple[int, int] | None] = {}
+        self._tables: dict[str, np.ndarray] = {}
 
     @property
     def format(self) -> NumberFormat:
@@ -134,12 +140,62 @@ class PackedB:
             self._kernel_b[key] = kernel_blocks(self.format, layout, daz, self.elements())
         return self._kernel_b[key]
 
+    def blocks(self, word: np.dtype | type) -> np.ndarray:
+        """The packed blocks as the blocked kernels read them: ``(batch, KB, NB, 1024 // size)``
+        of ``word`` (uint32: a dword per pair of 16-bit elements of one column; uint8: the bytes),
+        a view of :attr:`data` (copied once, and kept, if the data is not contiguous)."""
+        key = f"blocks:{np.dtype(word).str}"
+        if key not in self._tables:
+            d = self.data
+            kb, nb = d.shape[-4], d.shape[-3]
+            flat = d.reshape((-1, kb, nb, 1024))
+            if not flat.flags.c_contiguous:
+                flat = np.ascontiguousarray(flat)
+            self._tables[key] = flat.view(word)
+        return self._tables[key]
+
+    def block_exponents(self) -> np.ndarray:
+        """Per packed block, ``(batch, KB, NB)`` int16: the smallest biased binary32 exponent of
+        its non-zero finite values as the instruction reads them (255: none; -1: a BF16 block
+        holding a denormal), made once and kept. The blocked kernels decide each block's path
+        from it (``tilegemm.plan``). 16-bit float formats only."""
+        if "exponents" not in self._tables:
+            codes = self.blocks(np.uint16)
+            out = np.empty(codes.shape[:3], np.int16)
+            if out.size:
+                convert.block_exponents(codes, self.format is FP16, out)
+            self._tables["exponents"] = out
+        return self._tables["exponents"]
+
+    def column_sums(self) -> np.ndarray:
+        """``(batch, NB * 16)`` int32: each column's sum over K of B's bytes (with their
+        signedness), modulo 2^32, made once and kept (INT8 formats only): the correction the
+        VNNI kernels apply where A and B have one signedness."""
+        if "colsums" not in self._tables:
+            blocks = self.blocks(self.format.storage)
+            out = np.empty((blocks.shape[0], blocks.shape[2] * TILE_N), np.int32)
+            if out.size:
+                convert.column_sums(blocks.reshape(blocks.shape[:3] + (TILE_ROWS, TILE_N, 4)), out)
+            self._tables["colsums"] = out
+        return self._tables["colsums"]
+
     def exponent_range(self, layout: str, daz: bool) -> tuple[int, int] | None:
         """:func:`exponent_range` of :meth:`kernel_b` (made once per layout, kept)."""
         key = f"{layout}:{daz}"
         if key not in self._ranges:
             self._ranges[key] = exponent_range(self.kernel_b(layout, daz))
         return self._ranges[key]
+
+
+def aligned_zeros(shape: tuple[int, ...], dtype: np.dtype | type, align: int = 64) -> np.ndarray:
+    """Zeros whose data starts on an ``align``-byte boundary. NumPy's large arrays start 16 bytes
+    into a page, so every 64-byte vector load of a packed B block would straddle two cache lines;
+    aligned, a tile block is 16 whole lines."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.zeros(nbytes + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start : start + nbytes].view(dtype).reshape(shape)
 
 
 def exponent_range(x: np.ndarray) -> tuple[int, int] | None:
@@ -212,7 +268,7 @@ def pack_codes(el: np.ndarray, isa: str, dtype: str) -> PackedB:
     kb = max(1, -(-K // instr.k_step))
     nb = max(1, -(-N // TILE_N))
     nbatch = int(np.prod(batch, dtype=np.int64))
-    blocks = np.zeros((nbatch, kb, nb, TILE_ROWS, TILE_N, instr.group), el.dtype)
+    blocks = aligned_zeros((nbatch, kb, nb, TILE_ROWS, TILE_N, instr.group), el.dtype)
     if K and N and nbatch:
         convert.pack_b(el.reshape(nbatch, K, N), blocks)
     data = blocks.view(np.uint8).reshape(tuple(batch) + (kb, nb, TILE_ROWS, 64))

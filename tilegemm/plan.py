@@ -1,22 +1,45 @@
-"""Plan one call: which entry point of the kernel runs (the fast-path proof) and on how many threads.
+"""Plan one call: which entry point of the kernel runs, on how many threads, in which K chunks.
 
-The proof is the "prove per call that no flush can happen" design (``docs/semantics.md``, "How
-the kernels stay exact"): from the exponent ranges of A, B and C, show that no partial sum can be
-tiny and no product can overflow; then plain vector FMA code returns the exact bits. For the
-instructions that sum exactly in fixed point (AMX-FP8) the proof is that binary64 sums stay
-exact. Kernels of families that need no proof (integer sums) always run their fast entry.
+Blocked kernels (``tilegemm.kernels.blocked``, the families with a ``blocked`` entry on a target
+of the per-target table) decide per block: the fast-path rule of :func:`fast_path_ok` is applied
+inside the kernel to each block's exponents (``docs/semantics.md``, "How the kernels stay
+exact"), so one tiny value costs its own block, not the call. Kernels of the superblock loop
+(other families, and targets without a table row) take the rule per call: from the exponent
+ranges of A, B and C, show that no partial sum can be tiny and no product can overflow; then
+plain vector FMA code returns the exact bits, else the exact entry runs. For the instructions
+that sum exactly in fixed point (AMX-FP8) the proof is that binary64 sums stay exact. Kernels of
+families that need no proof (integer sums) always run their fast entry.
 """
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .dispatch import TILINGS, Kernel
 from .instructions import Instruction
 from .model import parse_tiling, tiling_block, traffic
 
-__all__ = ["Plan", "make_plan", "fast_path_ok", "auto_tiling", "threads_for", "SERIAL_BELOW"]
+__all__ = [
+    "Plan",
+    "make_plan",
+    "fast_path_ok",
+    "auto_tiling",
+    "threads_for",
+    "k_chunk",
+    "one_row_body",
+    "slab_steps",
+    "forced_path",
+    "SERIAL_BELOW",
+    "SERIAL_BELOW_BUSY",
+    "FORCED_PATH",
+    "BLOCK_PATHS",
+    "PATH_NAMES",
+    "recording",
+    "Recorder",
+]
 
 #: Multiply-accumulates below which a call runs on one thread unless told otherwise. A parallel
 #: region waits for its slowest thread: on a 2-core machine a 256^3 call took 0.39 ms on one
@@ -24,8 +47,21 @@ __all__ = ["Plan", "make_plan", "fast_path_ok", "auto_tiling", "threads_for", "S
 #: multiply-adds one thread needs milliseconds, and the second core gains more than such a
 #: wait costs (as OpenBLAS, which also runs small GEMMs on one thread).
 SERIAL_BELOW = 1 << 26
+#: The same threshold while the machine is busy (load average at least the number of cores):
+#: then every call that waits for a second thread pays about one scheduler time slice (measured:
+#: 11 ms per 2-thread call beside a busy process), which only calls of a second or so of work
+#: (about 2^29 multiply-adds, 800^3) win back.
+SERIAL_BELOW_BUSY = 1 << 29
 
 Range = tuple[int, int] | None
+
+#: The paths a blocked kernel can run every block on (tests force one; see :func:`forced_path`):
+#: ``"flag"``, the vector code that is exact for any input (FMA, flush of denormal results, a flag
+#: and a scalar redo where a result reaches 2^-126), and ``"exact"``, the scalar code.
+BLOCK_PATHS = ("flag", "exact")
+#: The path every block of a blocked kernel runs on, or None: each block runs the cheapest path
+#: its exponents allow. Set it with :func:`forced_path`.
+FORCED_PATH: str | None = None
 
 
 def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
@@ -67,31 +103,173 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
     return not grid or min(grid) >= -126
 
 
+@contextmanager
+def forced_path(path: str | None) -> Iterator[None]:
+    """Run every block of the blocked kernels on ``path`` (one of :data:`BLOCK_PATHS`) inside the
+    block, and every superblock-loop kernel of a family that needs the proof on its exact entry:
+    for tests, which check each path against the reference."""
+    global FORCED_PATH
+    if path is not None and path not in BLOCK_PATHS:
+        raise ValueError(f"path {path!r} is not one of {', '.join(map(repr, BLOCK_PATHS))}")
+    previous = FORCED_PATH
+    FORCED_PATH = path
+    try:
+        yield
+    finally:
+        FORCED_PATH = previous
+
+
 @dataclass(frozen=True)
 class Plan:
-    """What runs: the kernel, the entry point chosen for these operands, and why."""
+    """What runs: the kernel, the entry point chosen for these operands, and why.
+
+    ``path``: ``"fast"`` or ``"exact"`` (the superblock loop's entry points), or ``"blocks"``
+    (a blocked kernel: each block its own path), ``"flag"`` / ``"exact"`` forced for every block
+    of a blocked kernel."""
 
     kernel: Kernel
-    path: str  # "fast" or "exact"
+    path: str
     threads: int | None
 
     @property
     def entry(self) -> Callable[..., Any]:
+        if self.kernel.blocked is not None:
+            return self.kernel.blocked
         return self.kernel.fast if self.path == "fast" else self.kernel.exact
+
+    @property
+    def force(self) -> int:
+        """The ``force`` argument of a blocked entry point (0: per block, 1: flag, 2: exact)."""
+        return {"blocks": 0, "flag": 1, "exact": 2}[self.path]
+
+
+def _busy() -> bool:
+    """The load average of the last minute is at least the number of cores."""
+    try:
+        return os.getloadavg()[0] >= (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        return False
 
 
 def threads_for(macs: int, requested: int | None) -> int | None:
     """Threads a call runs on: the caller's choice, else one thread below :data:`SERIAL_BELOW`
-    multiply-accumulates, else Numba's current setting (None)."""
+    multiply-accumulates (:data:`SERIAL_BELOW_BUSY` while the machine is busy), else Numba's
+    current setting (None)."""
     if requested is not None:
         return requested
-    return 1 if macs < SERIAL_BELOW else None
+    if macs < SERIAL_BELOW or (macs < SERIAL_BELOW_BUSY and _busy()):
+        return 1
+    return None
 
 
 def make_plan(kernel: Kernel, threads: int | None, a_range: Range, b_range: Range, c_range: Range) -> Plan:
-    """The plan for one call of ``kernel`` on operands with these exponent ranges."""
+    """The plan for one call of ``kernel`` on operands with these exponent ranges (a blocked
+    kernel needs none: it applies the rule per block)."""
+    if kernel.blocked is not None:
+        return Plan(kernel, FORCED_PATH or "blocks", threads)
+    if FORCED_PATH is not None and kernel.family.needs_proof:
+        return Plan(kernel, "exact", threads)
     proven = not kernel.family.needs_proof or fast_path_ok(kernel.instruction, a_range, b_range, c_range)
     return Plan(kernel, "fast" if proven else "exact", threads)
+
+
+#: The paths a blocked kernel counts, in the order of its counts (K steps of one body's block).
+PATH_NAMES: tuple[str, ...] = ("fast", "fast, flushed add", "flag", "exact redo", "exact")
+
+
+class Recorder:
+    """What ran in the calls made inside :func:`recording`: per call the kernel's name, the plan's
+    path, for blocked kernels the K steps of body blocks run on each of :data:`PATH_NAMES`, and
+    (:attr:`threads`) the threads it ran on."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, int]]] = []
+        self.threads: list[int] = []
+
+    def counts(self) -> dict[str, int]:
+        """The block counts of every recorded call, summed."""
+        out = dict.fromkeys(PATH_NAMES, 0)
+        for _, _, c in self.calls:
+            for k, v in c.items():
+                out[k] += v
+        return out
+
+    def describe(self) -> str:
+        """One line: the kernels and the share of block steps on each path."""
+        names = ", ".join(dict.fromkeys(n for n, _, _ in self.calls)) or "no call"
+        total = sum(self.counts().values())
+        paths = dict.fromkeys(p for _, p, _ in self.calls)
+        if not total:
+            return f"{names}: {'/'.join(paths) or 'nothing'}"
+        shares = ", ".join(f"{k} {v / total:.1%}" for k, v in self.counts().items() if v)
+        return f"{names}: {shares}"
+
+
+_RECORDERS: list[Recorder] = []
+
+
+@contextmanager
+def recording() -> Iterator[Recorder]:
+    """Record what the calls inside run (kernel, path, blocks per path), for tests and ``bench``.
+
+    Examples
+    --------
+    >>> import numpy as np, tilegemm
+    >>> with tilegemm.plan.recording() as r:
+    ...     _ = tilegemm.matmul(np.ones((4, 4)), np.ones((4, 4)))
+    >>> len(r.calls)
+    1
+    """
+    r = Recorder()
+    _RECORDERS.append(r)
+    try:
+        yield r
+    finally:
+        _RECORDERS.remove(r)
+
+
+def record(kernel: Kernel, path: str, counts, threads: int = 1) -> None:
+    """Hand one call's plan, block counts and thread count to the active recorders."""
+    if _RECORDERS:
+        c = {k: int(v) for k, v in zip(PATH_NAMES, counts)} if counts is not None else {}
+        for r in _RECORDERS:
+            r.calls.append((kernel.name, path, c))
+            r.threads.append(int(threads))
+
+
+def k_chunk(kernel: Kernel, m: int) -> int:
+    """K steps per chunk of a blocked kernel's loop for a result of ``m`` rows: the table's, or 1
+    where one group of body rows covers M (a matrix-vector product: B is then read once, in
+    memory order, one step of every column panel after the other)."""
+    body = kernel.body
+    entry = kernel.table_entry
+    if body is None or entry is None:
+        return 1
+    return 1 if m <= body.rows else entry.kc
+
+
+def one_row_body(kernel: Kernel) -> bool:
+    """Whether a blocked kernel runs its one-row body everywhere: for the 1x1 tiling.
+
+    The seed's 1x1 kernel keeps one accumulator tile, so every tile multiply loads its A and B
+    tiles afresh; larger tilings reuse each loaded tile for several multiplies, which is why 2x2
+    is faster on AMX. The blocked kernels model that: 1x1 runs the body with one row of C (each
+    B vector loaded feeds the two FMAs of one row), every larger tiling the table's body, whose
+    rows and tile columns share each load. The bits are the same either way."""
+    return kernel.rows * kernel.cols == 1
+
+
+#: Bytes of packed B per K slab of a call whose B is not packed yet: such a call packs B in slabs
+#: of whole K steps, each run before the next is packed, so that its memory stays near this
+#: (measured: 1 MiB slabs cost a 1024^3 BF16 call no speed; a (1 x 10^7) @ (10^7 x 1) call would
+#: otherwise pack 320 MB of B, 16 columns padded for 1).
+SLAB_BYTES = 1 << 20
+
+
+def slab_steps(nbatch: int, n: int, step_bytes_per_tile: int = 1024) -> int:
+    """K steps per slab of B for ``nbatch`` matrices of ``n`` columns (at least one)."""
+    per_step = max(1, nbatch) * -(-max(n, 1) // 16) * step_bytes_per_tile
+    return max(1, SLAB_BYTES // per_step)
 
 
 def auto_tiling(m: int, n: int) -> str:

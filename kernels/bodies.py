@@ -1,0 +1,399 @@
+"""Register-blocked bodies of the blocked GEMM drivers (``blocked.py``), as explicit LLVM vector IR.
+
+A body computes ``rows`` rows x ``cols`` columns of C for one or more whole K steps (16 pairs or
+16 quads), reading B straight from the packed tile blocks of ``PackedB.data`` and A from a
+per-thread block packed by the driver. How many C elements one body carries, how wide its
+vectors are and where its operands come from are free: each C element still sees exactly the
+operations ``docs/semantics.md`` fixes, in their order. The shapes come from the per-target table
+``targets.py``; ``tilegemm.inspect`` compiles them for every supported CPU and counts spills.
+
+Operands (flat 1-D arrays, offsets in elements):
+
+- ``A``: row ``r`` of the body, step ``s``, K index ``k`` at ``a_off + r*lda + s*32 + k``
+  (float32 values, exact and already read with DAZ where the instruction does), or
+  ``s*64 + k`` for bytes (uint8) and widened bytes (int16). Only scalar loads of A are splatted,
+  so on AVX-512 LLVM folds a broadcast into the FMA (``{1to16}``) where it feeds one FMA.
+- ``B``: the packed tile blocks themselves, uint32 dwords for 16-bit floats (one dword is the
+  pair ``even | odd << 16`` of one column: 16 pairs x 16 columns per block) or bytes for INT8
+  (16 quads x 16 columns x 4). Tile ``t`` of step ``s`` at ``b_off + t*b_tile + s*b_step``. A BF16
+  even element is ``dword << 16`` and the odd one ``dword & 0xFFFF0000``; FP16 elements are
+  widened exactly (``fpext half``, VCVTPH2PS, which never reads MXCSR.DAZ).
+- ``C``: float32 or int32 rows at ``c_off + r*ldc``, columns ``16*t + v*width``.
+
+Float bodies (``float_body``), TDPBF16PS / TDPFP16PS (``kind="pairs"``: per element ``e``/``o``
+from +0, 16 ``fma32`` each in pair order, then ``C = add32(C, add32(e, o))``) or VDPBF16PS
+(``kind="dot"``: one chain through C, the odd product first), in one of two modes:
+
+- ``fast``: plain ``llvm.fma`` (always fused, so equal to ``fma32`` wherever no result is tiny:
+  overflow, infinities and NaN included). The driver runs it only on blocks whose products are
+  provably multiples of at least 2^-126 (and, for ``dot`` and for the final adds, whose C is).
+  ``nsteps`` steps of all 16 pairs (the zero pairs that pad the last step change nothing: no
+  fast chain is ever -0).
+- ``flag``: every FMA and add result that is a binary32 denormal becomes a zero of its sign
+  (FTZ on the bit pattern, independent of MXCSR), and any result of magnitude exactly 2^-126
+  raises a flag: the one case where IEEE gradual underflow may round up what tininess after
+  rounding flushes (docs/semantics.md, "How the kernels stay exact"). One step of ``npairs``
+  pairs (the pairs beyond are not run, as the tail rule says); C is written only when no flag
+  was raised, and the body returns 1 otherwise, so that the driver redoes that step exactly.
+
+INT8 bodies (``int_body``): ``vnni`` (VPDPBUSD: four u8 x s8 products per lane, modulo 2^32)
+or ``madd`` (bytes widened to int16, VPMADDWD, VPADDD: exact for every byte pair). Integer sums
+do not depend on their order, so C stays in registers for all ``nsteps`` and is added once.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F16 = ir.HalfType()
+F32 = ir.FloatType()
+PAIRS = 16  # pairs (or quads) per whole K step
+TILE = 16  # columns of a tile
+
+BSRC_BF16, BSRC_FP16 = 0, 1
+
+
+def _c64(n):
+    return ir.Constant(I64, n)
+
+
+def _splat(builder, scalar, vt):
+    undef = ir.Constant(vt, ir.Undefined)
+    v = builder.insert_element(undef, scalar, ir.Constant(I32, 0))
+    return builder.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, vt.count), [0] * vt.count))
+
+
+def _vload(builder, base, off, vt, align=4):
+    p = builder.gep(base, [off])
+    return builder.load(builder.bitcast(p, vt.as_pointer()), align=align)
+
+
+def _vstore(builder, val, base, off, align=4):
+    p = builder.gep(base, [off])
+    builder.store(val, builder.bitcast(p, val.type.as_pointer()), align=align)
+
+
+def _data(context, builder, arrtype, arr):
+    return context.make_array(arrtype)(context, builder, arr).data
+
+
+def _layout(cols, width):
+    """(tiles, vectors per tile) of a body ``cols`` wide: 8 columns are the left or right half of
+    one tile (the driver points ``b_off`` at the half)."""
+    assert cols in (8, 16, 32, 48, 64) and width in (8, 16) and (cols % width == 0)
+    if cols == 8:
+        assert width == 8
+        return 1, 1
+    return cols // TILE, TILE // width
+
+
+class _Flush:
+    """Denormal -> zero of its sign, on the bit pattern; optionally flags a magnitude of 2^-126."""
+
+    def __init__(self, builder, width, flag):
+        self.b = builder
+        self.vi = ir.VectorType(I32, width)
+        self.vf = ir.VectorType(F32, width)
+        self.abs = ir.Constant(self.vi, [0x7FFFFFFF] * width)
+        self.sign = ir.Constant(self.vi, [0x80000000 - (1 << 32)] * width)
+        self.min_normal = ir.Constant(self.vi, [0x00800000] * width)
+        self.flag = ir.Constant(ir.VectorType(I1, width), [0] * width) if flag else None
+
+    def __call__(self, x):
+        b = self.b
+        bits = b.bitcast(x, self.vi)
+        mag = b.and_(bits, self.abs)
+        tiny = b.icmp_unsigned("<", mag, self.min_normal)
+        if self.flag is not None:
+            self.flag = b.or_(self.flag, b.icmp_unsigned("==", mag, self.min_normal))
+        return b.bitcast(b.select(tiny, b.and_(bits, self.sign), bits), self.vf)
+
+
+def _widen(builder, dwords, bsrc, width):
+    """The (even, odd) float32 vectors of ``width`` packed pairs."""
+    vf = ir.VectorType(F32, width)
+    vi = ir.VectorType(I32, width)
+    if bsrc == BSRC_BF16:
+        even = builder.bitcast(builder.shl(dwords, ir.Constant(vi, [16] * width)), vf)
+        odd = builder.bitcast(builder.and_(dwords, ir.Constant(vi, [0xFFFF0000 - (1 << 32)] * width)), vf)
+        return even, odd
+    # The even halves are the 16-bit elements 0, 2, 4 ... of the vector, the odd ones 1, 3, 5 ...
+    halves = builder.bitcast(dwords, ir.VectorType(I16, 2 * width))
+    vhf = ir.VectorType(F16, width)
+    out = []
+    for j in (0, 1):
+        pick = builder.shuffle_vector(
+            halves, halves, ir.Constant(ir.VectorType(I32, width), list(range(j, 2 * width, 2)))
+        )
+        out.append(builder.fpext(builder.bitcast(pick, vhf), vf))
+    return out[0], out[1]
+
+
+def float_body(kind: str, rows: int, cols: int, width: int, bsrc: int, mode: str, unroll: int = PAIRS):
+    """Intrinsic ``body(A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps, npairs) -> int64``.
+
+    ``kind``: ``"pairs"`` (TDPBF16PS / TDPFP16PS) or ``"dot"`` (VDPBF16PS). ``mode``: ``"fast"``
+    (``nsteps`` whole steps, ``npairs`` ignored, returns 0) or ``"flag"`` (one step of ``npairs``
+    pairs, returns 1 and leaves C untouched when a result hit 2^-126). See the module docstring.
+    ``unroll``: pairs per iteration of the loop over a step's pairs (16: the whole step
+    unrolled); fewer keeps LLVM's scheduler from hoisting the B conversions of later pairs where
+    they would not fit the registers (AVX2 with FP16). The flag body loops over single pairs.
+    """
+    assert kind in ("pairs", "dot") and mode in ("fast", "flag") and bsrc in (BSRC_BF16, BSRC_FP16)
+    assert PAIRS % unroll == 0
+    tiles, parts = _layout(cols, width)
+    nv = tiles * parts  # vectors per row
+    vt = ir.VectorType(F32, width)
+    vi = ir.VectorType(I32, width)
+    flag_mode = mode == "flag"
+    if flag_mode:
+        unroll = 1
+    chains = (0, 1) if kind == "pairs" else (1, 0)  # VDPBF16PS: the odd element first
+    # accumulator slots: pairs: [row][even/odd][vector]; dot: [row][vector] (the chain through C)
+    slots = [(r, j, x) for r in range(rows) for j in (0, 1) for x in range(nv)] if kind == "pairs" else None
+    if slots is None:
+        slots = [(r, 0, x) for r in range(rows) for x in range(nv)]
+
+    @intrinsic
+    def body(typingctx, A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps, npairs):
+        sig = types.int64(A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps, npairs)
+
+        def codegen(context, builder, signature, args):
+            _, a_off_, lda_, _, b_off_, b_tile_, b_step_, _, c_off_, ldc_, nsteps_, npairs_ = args
+            ap = _data(context, builder, signature.args[0], args[0])
+            bp = _data(context, builder, signature.args[3], args[3])
+            cp = _data(context, builder, signature.args[7], args[7])
+            fma = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{width}f32"
+            )
+            zero = ir.Constant(vt, [0.0] * width)
+            no_flag = ir.Constant(ir.VectorType(I1, width), [0] * width)
+            coff = [
+                [
+                    builder.add(builder.add(c_off_, builder.mul(ldc_, _c64(r))), _c64(TILE * t + width * v))
+                    for t in range(tiles)
+                    for v in range(parts)
+                ]
+                for r in range(rows)
+            ]
+            entry = builder.block
+            step_head = builder.append_basic_block("body.step")
+            pair_head = builder.append_basic_block("body.pairs")
+            step_tail = builder.append_basic_block("body.stepend")
+            done = builder.append_basic_block("body.done")
+            builder.branch(step_head)
+
+            # -- per step: the chains start (pairs: +0; dot: C) -------------------------------
+            builder.position_at_end(step_head)
+            step = builder.phi(I64)
+            step.add_incoming(_c64(0), entry)
+            a_step = builder.add(a_off_, builder.mul(step, _c64(2 * PAIRS)))
+            b_step0 = builder.add(b_off_, builder.mul(step, b_step_))
+            if kind == "pairs":
+                start = [zero for _ in slots]
+            else:
+                start = [_vload(builder, cp, coff[r][x], vt) for r, _, x in slots]
+            head_block = builder.block
+            builder.branch(pair_head)
+
+            # -- the loop over groups of ``unroll`` pairs ------------------------------------
+            builder.position_at_end(pair_head)
+            p0 = builder.phi(I64)
+            p0.add_incoming(_c64(0), head_block)
+            accp = [builder.phi(vt) for _ in slots]
+            for ph, v in zip(accp, start):
+                ph.add_incoming(v, head_block)
+            flagp = builder.phi(no_flag.type) if flag_mode else None
+            if flag_mode:
+                flagp.add_incoming(no_flag, head_block)
+            fl = _Flush(builder, width, flag_mode)
+            if flag_mode:
+                fl.flag = flagp
+            acc = {sl: v for sl, v in zip(slots, accp)}
+            arow = [builder.add(a_step, builder.mul(lda_, _c64(r))) for r in range(rows)]
+            tb = [builder.add(b_step0, builder.mul(b_tile_, _c64(t))) for t in range(tiles)]
+            for u in range(unroll):
+                p = builder.add(p0, _c64(u))
+                bv = [[], []]
+                for t in range(tiles):
+                    for v in range(parts):
+                        off = builder.add(tb[t], builder.add(builder.mul(p, _c64(TILE)), _c64(width * v)))
+                        even, odd = _widen(builder, _vload(builder, bp, off, vi), bsrc, width)
+                        bv[0].append(even)
+                        bv[1].append(odd)
+                pa = builder.mul(p, _c64(2))
+                for r in range(rows):
+                    for j in chains:
+                        a = builder.load(builder.gep(ap, [builder.add(arow[r], builder.add(pa, _c64(j)))]))
+                        sa = _splat(builder, a, vt)
+                        for x in range(nv):
+                            key = (r, j, x) if kind == "pairs" else (r, 0, x)
+                            y = builder.call(fma, [sa, bv[j][x], acc[key]])
+                            acc[key] = fl(y) if flag_mode else y
+            p1 = builder.add(p0, _c64(unroll))
+            latch = builder.block
+            p0.add_incoming(p1, latch)
+            for ph, sl in zip(accp, slots):
+                ph.add_incoming(acc[sl], latch)
+            if flag_mode:
+                flagp.add_incoming(fl.flag, latch)
+            limit = npairs_ if flag_mode else _c64(PAIRS)
+            builder.cbranch(builder.icmp_signed("<", p1, limit), pair_head, step_tail)
+
+            # -- per step: the final adds (pairs) and the store -------------------------------
+            builder.position_at_end(step_tail)
+            new = []
+            for r in range(rows):
+                row = []
+                for x in range(nv):
+                    if kind == "pairs":
+                        s = builder.fadd(acc[(r, 0, x)], acc[(r, 1, x)])  # add32(e, o)
+                        s = fl(s) if flag_mode else s
+                        c = builder.fadd(_vload(builder, cp, coff[r][x], vt), s)  # add32(C, .)
+                        row.append(fl(c) if flag_mode else c)
+                    else:
+                        row.append(acc[(r, 0, x)])
+                new.append(row)
+            if flag_mode:
+                fbits = builder.bitcast(fl.flag, ir.IntType(width))
+                raised = builder.icmp_unsigned("!=", fbits, ir.Constant(ir.IntType(width), 0))
+                store = builder.append_basic_block("body.store")
+                flag_block = builder.block
+                builder.cbranch(raised, done, store)
+                builder.position_at_end(store)
+                for r in range(rows):
+                    for x in range(nv):
+                        _vstore(builder, new[r][x], cp, coff[r][x])
+                builder.branch(done)
+                builder.position_at_end(done)
+                result = builder.phi(I64)
+                result.add_incoming(_c64(1), flag_block)
+                result.add_incoming(_c64(0), store)
+                return result
+            for r in range(rows):
+                for x in range(nv):
+                    _vstore(builder, new[r][x], cp, coff[r][x])
+            step1 = builder.add(step, _c64(1))
+            step.add_incoming(step1, builder.block)
+            builder.cbranch(builder.icmp_signed("<", step1, nsteps_), step_head, done)
+            builder.position_at_end(done)
+            return _c64(0)
+
+        return sig, codegen
+
+    return body
+
+
+def int_body(kind: str, rows: int, cols: int, width: int, variant: int):
+    """Intrinsic ``body(A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps) -> int64``
+    for TDPB*D: ``C += A @ B`` over ``nsteps`` whole steps of 16 quads, modulo 2^32.
+
+    ``kind="vnni"``: ``A`` uint8 bytes, one VPDPBUSD per vector and quad; ``variant`` 0: A is the
+    unsigned operand and B the signed one, 1: B unsigned and A signed (the driver shifts A by 128
+    and corrects C where both have one signedness). ``kind="madd"``: ``A`` int16 (widened at
+    packing), B's bytes widened in the body, ``variant`` 0: sign-extended, 1: zero-extended.
+    """
+    assert kind in ("vnni", "madd") and variant in (0, 1)
+    tiles, parts = _layout(cols, width)
+    nv = tiles * parts
+    vi = ir.VectorType(I32, width)
+    vh = ir.VectorType(I16, 2 * width)
+    vb = ir.VectorType(I8, 2 * width)
+    nacc = nv if kind == "vnni" else 2 * nv
+
+    @intrinsic
+    def body(typingctx, A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps):
+        sig = types.int64(A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps)
+
+        def codegen(context, builder, signature, args):
+            _, a_off_, lda_, _, b_off_, b_tile_, b_step_, _, c_off_, ldc_, nsteps_ = args
+            ap = _data(context, builder, signature.args[0], args[0])
+            bp = _data(context, builder, signature.args[3], args[3])
+            cp = _data(context, builder, signature.args[7], args[7])
+            if kind == "vnni":
+                dot = cgutils.get_or_insert_function(
+                    builder.module, ir.FunctionType(vi, [vi, vi, vi]), f"llvm.x86.avx512.vpdpbusd.{32 * width}"
+                )
+            else:
+                name = "llvm.x86.avx512.pmaddw.d.512" if width == 16 else "llvm.x86.avx2.pmadd.wd"
+                madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vh, vh]), name)
+            zero = ir.Constant(vi, [0] * width)
+            pre = builder.block
+            loop = builder.append_basic_block("body.step")
+            done = builder.append_basic_block("body.done")
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            step = builder.phi(I64)
+            step.add_incoming(_c64(0), pre)
+            accp = [[builder.phi(vi) for _ in range(nacc)] for _ in range(rows)]
+            for row in accp:
+                for ph in row:
+                    ph.add_incoming(zero, pre)
+            acc = [list(row) for row in accp]
+            a_base = builder.add(a_off_, builder.mul(step, _c64(4 * PAIRS)))
+            arow = [builder.add(a_base, builder.mul(lda_, _c64(r))) for r in range(rows)]
+            b_base = builder.add(b_off_, builder.mul(step, b_step_))
+            tb = [builder.add(b_base, builder.mul(b_tile_, _c64(t))) for t in range(tiles)]
+            for q in range(PAIRS):
+                if kind == "vnni":
+                    bv = [
+                        _vload(builder, bp, builder.add(tb[t], _c64(64 * q + 4 * width * v)), vi, align=1)
+                        for t in range(tiles)
+                        for v in range(parts)
+                    ]
+                    for r in range(rows):
+                        ptr = builder.gep(ap, [builder.add(arow[r], _c64(4 * q))])
+                        quad = builder.load(builder.bitcast(ptr, I32.as_pointer()), align=1)
+                        sa = _splat(builder, quad, vi)
+                        for x in range(nacc):
+                            ops = [sa, bv[x]] if variant == 0 else [bv[x], sa]
+                            acc[r][x] = builder.call(dot, [acc[r][x]] + ops)
+                else:
+                    ext = builder.sext if variant == 0 else builder.zext
+                    bw = [
+                        ext(_vload(builder, bp, builder.add(tb[t], _c64(64 * q + 2 * width * h)), vb, align=1), vh)
+                        for t in range(tiles)
+                        for h in range(2 * parts)
+                    ]
+                    for r in range(rows):
+                        # the A quad as four int16, repeated across the vector (a qword broadcast)
+                        ptr = builder.gep(ap, [builder.add(arow[r], _c64(4 * q))])
+                        qa = builder.load(builder.bitcast(ptr, I64.as_pointer()), align=2)
+                        sa = builder.bitcast(_splat(builder, qa, ir.VectorType(I64, width // 2)), vh)
+                        for x in range(nacc):
+                            acc[r][x] = builder.add(acc[r][x], builder.call(madd, [sa, bw[x]]))
+            step1 = builder.add(step, _c64(1))
+            latch = builder.block
+            step.add_incoming(step1, latch)
+            for r in range(rows):
+                for x in range(nacc):
+                    accp[r][x].add_incoming(acc[r][x], latch)
+            builder.cbranch(builder.icmp_signed("<", step1, nsteps_), loop, done)
+            builder.position_at_end(done)
+            even = ir.Constant(vi, list(range(0, 2 * width, 2)))
+            odd = ir.Constant(vi, list(range(1, 2 * width, 2)))
+            for r in range(rows):
+                crow = builder.add(c_off_, builder.mul(ldc_, _c64(r)))
+                for t in range(tiles):
+                    for v in range(parts):
+                        x = t * parts + v
+                        if kind == "vnni":
+                            s = acc[r][x]
+                        else:  # lanes (2c, 2c+1) of the two half-vectors hold column c's two partial sums
+                            lo, hi = acc[r][2 * x], acc[r][2 * x + 1]
+                            s = builder.add(builder.shuffle_vector(lo, hi, even), builder.shuffle_vector(lo, hi, odd))
+                        off = builder.add(crow, _c64(TILE * t + width * v))
+                        _vstore(builder, builder.add(_vload(builder, cp, off, vi), s), cp, off)
+            return _c64(0)
+
+        return sig, codegen
+
+    return body

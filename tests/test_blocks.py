@@ -1,0 +1,184 @@
+"""The blocked kernels' per-block paths: each block takes the cheapest path its exponents allow, a
+value that needs the exact path costs only its own block, and every path returns the reference's
+bits (docs/semantics.md, "How the kernels stay exact")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_bits, operands
+
+import tilegemm
+from tilegemm import dispatch, plan
+from tilegemm.kernels import blocked
+
+FLOAT_CASES = [("amx", "bf16"), ("amx", "fp16"), ("avx512", "bf16")]
+
+
+def _blocked(isa, dtype):
+    k = dispatch.lookup(isa, dtype, "2x2")
+    if k.blocked is None:
+        pytest.skip(f"{k.name}: this target runs the superblock loop (no row in the per-target table)")
+    return k
+
+
+def _run(a, b, dtype, isa, out=None, accumulate=False):
+    with plan.recording() as r:
+        got = tilegemm.matmul(a, b, dtype, isa=isa, out=out, accumulate=accumulate)
+    return got, r.counts()
+
+
+def _slow(counts):
+    return counts["flag"] + counts["exact"] + counts["fast, flushed add"]
+
+
+def test_path_names_are_the_kernels():
+    assert plan.PATH_NAMES == blocked.PATHS
+
+
+@pytest.mark.parametrize("isa,dtype", FLOAT_CASES)
+def test_random_data_runs_fast_everywhere(isa, dtype):
+    kern = _blocked(isa, dtype)
+    a, b = operands(dtype, (70, 320), (320, 90), np.random.default_rng(1), isa)
+    got, counts = _run(a, b, dtype, isa)
+    assert_bits(got, tilegemm.reference.matmul(a, b, dtype, isa=isa), f"{isa} {dtype}")
+    assert counts["fast"] > 0 and _slow(counts) == 0, counts
+    # A short last K step: TDPBF16PS/TDPFP16PS run its padding pairs (zeros change no fast
+    # chain); VDPBF16PS runs exactly its pairs, on the flag body.
+    a, b = a[:, :301], b[:301]
+    got, counts = _run(a, b, dtype, isa)
+    assert_bits(got, tilegemm.reference.matmul(a, b, dtype, isa=isa), f"{isa} {dtype} K = 301")
+    groups = -(-70 // kern.body.rows) * -(-90 // kern.body.cols)
+    assert counts["flag"] == (groups if kern.family.name == "vdp" else 0), counts
+
+
+@pytest.mark.parametrize("isa", ["amx", "avx512"])
+def test_one_tiny_value_costs_only_its_block(isa):
+    """A[5, 40] = 2^-120 puts that row group's products on a grid far below 2^-126: its chunk
+    runs the flag path, and later chunks of that row group flush their final adds (TDPBF16PS) or
+    stay on the flag path (VDPBF16PS, whose chain runs through C); every other block is fast."""
+    kern = _blocked(isa, "bf16")
+    rng = np.random.default_rng(2)
+    a, b = operands("bf16", (64, 4 * 32 * 8), (4 * 32 * 8, 64), rng, isa)
+    a[5, 40] = 2.0**-120
+    got, counts = _run(a, b, "bf16", isa)
+    assert_bits(got, tilegemm.reference.matmul(a, b, "bf16", isa=isa), "tiny A value")
+    body, kc = kern.body, plan.k_chunk(kern, 64)
+    panels = -(-64 // body.cols)
+    steps = 4 * 8 if kern.family.name == "vdp" else kc  # a row group's steps on the flag path
+    assert 0 < counts["flag"] <= steps * panels, counts
+    total = sum(v for k, v in counts.items() if k != "exact redo")
+    assert counts["fast"] >= 0.6 * total, counts
+
+
+@pytest.mark.parametrize("isa,dtype", FLOAT_CASES)
+def test_huge_values_overflow_inside_the_fused_multiply_add(isa, dtype):
+    """Products that overflow meet infinite sums: fma32(2^100, 2^100, -inf) is -inf, not NaN.
+    llvm.fma is fused, so such blocks stay on the fast path."""
+    _blocked(isa, dtype)
+    rng = np.random.default_rng(3)
+    a, b = operands(dtype, (40, 96), (96, 33), rng, isa)
+    big = 2.0**100 if dtype == "bf16" else 60000.0
+    a[:, 2] = -np.inf
+    a[:, 4] = big
+    b[4, :] = big
+    b[7, 5] = np.inf
+    got, counts = _run(a, b, dtype, isa)
+    assert_bits(got, tilegemm.reference.matmul(a, b, dtype, isa=isa), "overflow")
+    assert _slow(counts) == 0, counts
+
+
+@pytest.mark.parametrize("isa", ["amx", "avx512"])
+def test_results_at_the_normal_boundary_are_redone_exactly(isa):
+    """Column 0 of B makes each row's chain 2^-126, then adds a product of -1.5 * 2^-151: the
+    exact value lies where IEEE gradual underflow rounds to 2^-126 but tininess after rounding
+    flushes to zero. The flag body flags it and the step is redone by the scalar code; a chain
+    that reaches 2^-126 - 2^-152 keeps 2^-126."""
+    kern = _blocked(isa, "bf16")
+    rng = np.random.default_rng(4)
+    m, k = 24, 70
+    a, b = operands("bf16", (m, k), (k, 20), rng, isa)
+    b[:, 0] = 0.0
+    a[:, :6] = 0.0
+    p = 2.0**-63
+    a[:, 0], b[0, 0] = p, p  # even chain of pair 0: 2^-126
+    a[:, 2], b[2, 0] = -1.5 * 2.0**-75, 2.0**-76  # even chain of pair 1: 2^-126 - 1.5 * 2^-151
+    a[1::2, 2] = -(2.0**-76)  # odd rows: 2^-126 - 2^-152, which rounds up and stays
+    got, counts = _run(a, b, "bf16", isa)
+    want = tilegemm.reference.matmul(a, b, "bf16", isa=isa)
+    assert_bits(got, want, "2^-126 boundary")
+    assert counts["exact redo"] > 0, counts
+    if kern.family.name == "f32pairs":  # the hand-worked values (docs/semantics.md, section 10)
+        col = want[:, 0]
+        assert np.all(col[::2] == tilegemm.reference.matmul(a[::2, 6:], b[6:, :1], "bf16")[:, 0])
+        assert np.all(col[1::2] == tilegemm.reference.matmul(a[1::2, 6:], b[6:, :1], "bf16")[:, 0] + 2.0**-126)
+
+
+@pytest.mark.parametrize("isa", ["amx", "avx512"])
+def test_a_bf16_denormal_in_b_sends_its_block_to_the_exact_path(isa):
+    _blocked(isa, "bf16")
+    rng = np.random.default_rng(5)
+    a, b = operands("bf16", (30, 100), (100, 40), rng, isa)
+    b[33, 17] = 2.0**-130  # a BF16 denormal: read as zero
+    b[34, 17] = -(2.0**-133)
+    got, counts = _run(a, b, "bf16", isa)
+    assert_bits(got, tilegemm.reference.matmul(a, b, "bf16", isa=isa), "denormal B")
+    assert counts["exact"] > 0 and counts["fast"] > 0, counts
+
+
+@pytest.mark.parametrize("isa,dtype", FLOAT_CASES)
+def test_a_callers_tiny_c_makes_the_final_adds_flush(isa, dtype):
+    _blocked(isa, dtype)
+    rng = np.random.default_rng(6)
+    a, b = operands(dtype, (20, 64), (64, 18), rng, isa)
+    c = (rng.standard_normal((20, 18)) * 2.0**-110).astype(np.float32)
+    c[0, 0] = 2.0**-126
+    out = c.copy()
+    got, counts = _run(a, b, dtype, isa, out=out, accumulate=True)
+    assert_bits(got, tilegemm.reference.matmul(a, b, dtype, c=c, isa=isa), "tiny C")
+    assert counts["fast"] == 0, counts  # every block starts on C's fine grid
+
+
+@pytest.mark.parametrize("isa,dtype", FLOAT_CASES)
+def test_all_tiny_operands_on_the_vector_exact_path(isa, dtype):
+    _blocked(isa, dtype)
+    rng = np.random.default_rng(7)
+    a, b = operands(dtype, (50, 97), (97, 35), rng, isa)
+    scale = 2.0**-64 if dtype == "bf16" else 1.0
+    a, b = a * scale, b * scale
+    if dtype == "fp16":  # FP16 products are never finer than 2^-68: always fast
+        a[3, :5] = 2.0**-24
+    got, counts = _run(a, b, dtype, isa)
+    assert_bits(got, tilegemm.reference.matmul(a, b, dtype, isa=isa), "all tiny")
+    if dtype == "fp16":
+        assert _slow(counts) == 0, counts
+    else:
+        assert counts["flag"] > 0 and counts["fast"] == 0, counts
+
+
+@pytest.mark.parametrize("path", plan.BLOCK_PATHS)
+@pytest.mark.parametrize("isa,dtype", FLOAT_CASES)
+def test_forced_paths_on_specials(isa, dtype, path):
+    _blocked(isa, dtype)
+    rng = np.random.default_rng(8)
+    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-130, 2.0**-70, 2.0**-63, 2.0**100, -1.0, 3.0e38])
+    a = rng.choice(pool, (21, 71))
+    b = rng.choice(pool[1:5], (71, 19))  # signed zeros and infinities: -0 chains, inf - inf
+    b[::3] = rng.choice(pool[6:], (24, 19))
+    with plan.forced_path(path):
+        got, counts = _run(a, b, dtype, isa)
+    assert_bits(got, tilegemm.reference.matmul(a, b, dtype, isa=isa), f"forced {path}")
+    assert counts["fast"] == 0 and counts[path] > 0, counts
+    b[5, 5] = 2.0**-130  # a BF16 denormal in B: its blocks run the exact path, forced or not
+    with plan.forced_path(path):
+        got, counts = _run(a, b, dtype, isa)
+    assert_bits(got, tilegemm.reference.matmul(a, b, dtype, isa=isa), f"forced {path}, denormal B")
+
+
+def test_forced_path_is_checked_and_restored():
+    with pytest.raises(ValueError, match="path 'slow' is not one of 'flag', 'exact'"):
+        with plan.forced_path("slow"):
+            pass
+    with plan.forced_path("flag"):
+        assert plan.FORCED_PATH == "flag"
+    assert plan.FORCED_PATH is None

@@ -1,0 +1,141 @@
+"""What a call costs besides time: its peak extra memory against the operands' own bytes, and the
+threads small and large calls run on."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numba
+import numpy as np
+import pytest
+from conftest import assert_bits, operands
+
+import tilegemm
+from tilegemm import dispatch, plan
+from tilegemm.kernels import blocked
+
+
+def _extra(call):
+    """Peak bytes traced during ``call()`` beyond those traced before it (NumPy's allocations,
+    the result included), and the call's result."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        out = call()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak - before, out
+
+
+def _work(dtype, nC, m, n, threads):
+    """Bytes the blocked entry point allocates itself (tracemalloc does not see Numba's
+    allocations), from the kernel's own upper bound."""
+    k = dispatch.lookup("amx", dtype, "2x2")
+    if k.blocked_name is None:
+        pytest.skip("this target runs the superblock loop (no row in the per-target table)")
+    return blocked.work_bytes(blocked.ENTRY_BODIES[k.blocked_name], nC, m, n, plan.k_chunk(k, m), threads)
+
+
+@pytest.mark.parametrize("dtype,given_out", [("bf16", False), ("bf16", True), ("s8s8", True)])
+def test_peak_extra_memory_with_a_fresh_packedb_is_below_the_operands(dtype, given_out):
+    """The operands' own bytes: A as the caller passes it (float32 or int8 here) and B as the
+    caller passes it, i.e. the PackedB's data, made fresh so that the call makes its tables. The
+    extra memory: everything the call allocates at its peak, the result included unless the
+    caller passes ``out`` (an int32 result is twice A and B of int8 together: no call could
+    return it within their bytes)."""
+    rng = np.random.default_rng(0)
+    n = 1024
+    a, b = tilegemm.instructions.resolve("amx", dtype)[2].sample(n, n, n, rng)
+    tilegemm.matmul(a[:40, :70], tilegemm.pack(b[:70, :30], dtype))  # compile outside the measurement
+    packed = tilegemm.pack(b, dtype)
+    own = a.nbytes + packed.data.nbytes
+    out = np.empty((n, n), tilegemm.instructions.resolve("amx", dtype)[2].acc) if given_out else None
+    extra, got = _extra(lambda: tilegemm.matmul(a, packed, threads=2, out=out))
+    extra += _work(dtype, 1, n, n, min(2, numba.config.NUMBA_NUM_THREADS))
+    assert extra <= own, f"{extra / 1e6:.1f} MB extra for {own / 1e6:.1f} MB of operands"
+    if not given_out:
+        assert extra >= got.nbytes  # the measurement sees the result
+
+
+def test_a_long_dot_product_packs_b_in_slabs():
+    """(1 x 10^7) @ (10^7 x 1) in float32: 80 MB of operands. Packing the whole B would take 320 MB
+    (N padded to 16 columns) and A's panels as much again; the call packs B in slabs instead."""
+    rng = np.random.default_rng(1)
+    k = 10**7
+    a = rng.standard_normal((1, k)).astype(np.float32)
+    b = rng.standard_normal((k, 1)).astype(np.float32)
+    tilegemm.matmul(a[:, :100], b[:100])  # compile outside the measurement
+    own = a.nbytes + b.nbytes
+    extra, out = _extra(lambda: tilegemm.matmul(a, b, threads=1))
+    extra += _work("bf16", 1, 1, 1, 1)
+    assert extra <= own, f"{extra / 1e6:.1f} MB extra for {own / 1e6:.1f} MB of operands"
+    # 3 x 10^5 of it, ten slabs: the reference's bits
+    head = tilegemm.matmul(a[:, : 3 * 10**5], b[: 3 * 10**5], threads=1)
+    assert_bits(head, tilegemm.reference.matmul(a[:, : 3 * 10**5], b[: 3 * 10**5]), "slabs")
+
+
+def test_a_long_dot_product_peak_resident_memory():
+    """The same call measured by the operating system in a fresh process (resident high-water
+    mark): it sees Numba's allocations too."""
+    from tilegemm import perf
+
+    try:
+        mem = perf.peak_memory(1, 10**7, 1, packed=False)
+    except (RuntimeError, KeyError) as e:  # not Linux, or /proc unreadable
+        pytest.skip(f"no resident high-water mark here: {e}")
+    assert mem["own"] == 8 * 10**7
+    assert mem["extra"] <= mem["own"], mem
+
+
+def test_slabs_give_the_bits_of_one_call(monkeypatch):
+    """Slab boundaries fall on whole K steps, and each slab restarts its blocks' paths from C:
+    forced into many slabs, a call with tiny values gives the reference's bits."""
+    rng = np.random.default_rng(2)
+    a, b = operands("bf16", (19, 32 * 9 + 5), (32 * 9 + 5, 21), rng)
+    a[:, 40:70] *= 2.0**-70
+    monkeypatch.setattr(plan, "SLAB_BYTES", 1)  # one K step per slab
+    for isa in ("amx", "avx512"):
+        want = tilegemm.reference.matmul(a, b, "bf16", isa=isa)
+        assert_bits(tilegemm.matmul(a, b, "bf16", isa=isa), want, f"{isa} in slabs")
+    ai, bi = operands("s8u8", (5, 64 * 3 + 7), (64 * 3 + 7, 18), rng)
+    assert_bits(tilegemm.matmul(ai, bi, "s8u8"), tilegemm.reference.matmul(ai, bi, "s8u8"), "int8 in slabs")
+
+
+# -- threads ---------------------------------------------------------------------------------
+
+
+def test_small_calls_run_on_one_thread(monkeypatch):
+    monkeypatch.setattr(plan, "_busy", lambda: False)
+    assert plan.threads_for(plan.SERIAL_BELOW - 1, None) == 1
+    assert plan.threads_for(plan.SERIAL_BELOW, None) is None
+    assert plan.threads_for(10, 2) == 2  # the caller's choice wins
+    monkeypatch.setattr(plan, "_busy", lambda: True)  # a busy machine: a second thread waits
+    assert plan.threads_for(plan.SERIAL_BELOW, None) == 1
+    assert plan.threads_for(plan.SERIAL_BELOW_BUSY, None) is None
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba is limited to one thread here")
+def test_calls_run_on_the_planned_threads(monkeypatch):
+    monkeypatch.setattr(plan, "_busy", lambda: False)
+    rng = np.random.default_rng(3)
+    small = operands("bf16", (64, 64), (64, 64), rng)
+    big = operands("bf16", (512, 512), (512, 256), rng)  # 2^26 multiply-adds
+    with plan.recording() as r:
+        tilegemm.matmul(*small)
+        tilegemm.matmul(*big)
+        tilegemm.matmul(*small, threads=2)
+    assert r.threads == [1, numba.get_num_threads(), 2]
+
+
+@pytest.mark.parametrize("m,n", [(1, 300), (3, 40), (40, 3)])
+def test_thread_splits_give_identical_bits(m, n):
+    """A matrix-vector product splits N between threads, a tall one M: the bits never change."""
+    rng = np.random.default_rng(4)
+    for dtype in ("bf16", "u8s8"):
+        a, b = operands(dtype, (2, m, 130), (130, n), rng)
+        one = tilegemm.matmul(a, b, dtype, threads=1)
+        assert_bits(one, np.stack([tilegemm.reference.matmul(x, b, dtype) for x in a]), dtype)
+        for t in range(2, numba.config.NUMBA_NUM_THREADS + 1):
+            assert_bits(tilegemm.matmul(a, b, dtype, threads=t), one, f"{dtype}, {t} threads")

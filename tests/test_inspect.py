@@ -46,6 +46,20 @@ def test_host_microkernels_vectorize(dtype, isa):
         assert r.int_dot > 0
 
 
+@pytest.mark.parametrize("dtype,vector,per_trip", [("cfp16", "float", 4 * 4), ("hf8", "double", 2 * 4)])
+def test_complex_and_fp8_microkernels_vectorize(dtype, vector, per_trip):
+    # The bodies loop over K in IR (4 elements per trip): every row's accumulators take one FMA
+    # per element, 4 per complex element (RL and IM, two lanes each), 2 for FP8 (16 columns of
+    # binary64 in two zmm).
+    body = dispatch.lookup("amx", dtype, "2x2").body
+    r = inspect.vector_report(dtype, "2x2")
+    assert r.vectorized and r.scalar_fma == 0 and _within_budget(r), r
+    assert r.widest_vector == f"<{body.width} x {vector}>"
+    assert r.vector_fma >= body.rows * per_trip
+    h = inspect.vector_report(dtype, cpu="haswell")
+    assert h.vectorized and h.widest_bits == 256 and _within_budget(h), h
+
+
 @pytest.mark.parametrize("cpu", CROSS)
 def test_cross_target_bodies_stay_in_registers(cpu):
     """Each kernel's body for ``cpu`` is the one its table row names, vectorized at the row's

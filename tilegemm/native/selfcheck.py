@@ -240,6 +240,7 @@ def check(instr: Instruction, outputs: int = FULL, seed: int = 0) -> Result:
 def main(quick: bool = False, out=sys.stdout, seed: int = 0) -> int:
     """Run the self-check, print one line per instruction; 1 if any output differs, else 0."""
     from . import lacks, needs, usable
+    from .gemm import generator
 
     h = this_host()
     target = QUICK if quick else FULL
@@ -258,8 +259,13 @@ def main(quick: bool = False, out=sys.stdout, seed: int = 0) -> int:
             missing = lacks(instr) or ("tile data permission (refused by the kernel)",)
             todo = list(plan(instr, target))
             n = sum(p[1] * p[3] for p in todo)
+            why = (
+                f"tilegemm has no native program for it yet (it would need {', '.join(needs(instr))})"
+                if generator(instr) is None
+                else f"this host lacks {', '.join(missing)} (needs {', '.join(needs(instr))})"
+            )
             print(
-                f"{name}  not run: this host lacks {', '.join(missing)} (needs {', '.join(needs(instr))}); "
+                f"{name}  not run: {why}; "
                 f"would compare {n:,} outputs in {len(todo)} cases: {', '.join(families(instr))}",
                 file=out,
             )

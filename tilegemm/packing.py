@@ -133,10 +133,12 @@ class PackedB:
         return self._kernel_b[key]
 
     def exponent_range(self, layout: str, daz: bool) -> tuple[int, int] | None:
-        """:func:`exponent_range` of :meth:`kernel_b` (made once per layout, kept)."""
+        """:func:`exponent_range` of :meth:`kernel_b` (made once per layout, kept); binary64 blocks
+        (the 8-bit floats) by :func:`exponent_range64`."""
         key = f"{layout}:{daz}"
         if key not in self._ranges:
-            self._ranges[key] = exponent_range(self.kernel_b(layout, daz))
+            blocks = self.kernel_b(layout, daz)
+            self._ranges[key] = exponent_range64(blocks) if layout == "f64" else exponent_range(blocks)
         return self._ranges[key]
 
 
@@ -151,6 +153,16 @@ def exponent_range(x: np.ndarray) -> tuple[int, int] | None:
         return None
     lo, hi = exponent_bounds(np.ascontiguousarray(x).view(np.uint32).reshape(-1))
     return None if lo > hi else (int(lo) - 127, int(hi) - 127)
+
+
+def exponent_range64(x: np.ndarray) -> tuple[int, int] | None:
+    """Smallest and largest exponent (``frexp``'s minus one) of the non-zero finite binary64 values
+    (the 8-bit floats' kernel blocks), or None."""
+    v = x[np.isfinite(x) & (x != 0)]
+    if v.size == 0:
+        return None
+    e = np.frexp(v)[1] - 1
+    return int(e.min()), int(e.max())
 
 
 def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> np.ndarray:

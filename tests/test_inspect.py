@@ -105,4 +105,3 @@ def test_amx_asm_complex_runs_one_pass_per_instruction():
     assert two.index("seed_tcmmrlfp16ps_2x2") < two.index("seed_tcmmimfp16ps_2x2")
     ir = inspect.amx_ir("cfp16", "1x1")
     assert "declare void @llvm.x86.tcmmrlfp16ps" in ir and "declare void @llvm.x86.tcmmimfp16ps" in ir
-

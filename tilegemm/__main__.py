@@ -181,7 +181,7 @@ def info(out=None) -> int:
             file=out,
         )
         for sw in i.switches:
-            print(f"  {'':12} switch {sw.name}: {' | '.join(sw.values)} (default {sw.default})", file=out)
+            print(f"  {'':12} switch {sw.name}: {' | '.join(map(str, sw.values))} (default {sw.default})", file=out)
     print("\nprofiles (isa=)", file=out)
     for p in PROFILES.values():
         names = ", ".join(f"{d} -> {i.mnemonic}" for d, i in p.dtypes.items())

@@ -55,7 +55,8 @@ class Family:
     a_layout, b_layout:
         What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values (a complex
         element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats), or
-        ``"bytes"`` the 8-bit codes.
+        ``"bytes"`` the 8-bit codes; for ACE (``tilegemm.ace``) ``"mx64"``, binary64 values times
+        their MX block scales, and ``"f32keep"``, float32 values with denormals kept.
     """
 
     name: str
@@ -90,6 +91,11 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
         "i8quads": Family("i8quads", "gemm_int", "gemm_int", "AMX_EXACT", "bytes", "bytes", False, "tile_amx"),
         "cfp16": Family("cfp16", "gemm_cfp16_fast", "gemm_cfp16_exact", "CFP16_FAST", "f32", "f32", True, "tile_cfp16"),
         "fp8quads": Family("fp8quads", "gemm_fp8_fast", "gemm_fp8_exact", "FP8_FAST", "f64", "f64", True, "tile_fp8"),
+        # ACE: MX values scaled by their block scales (binary64), and BF16 as float32 without DAZ.
+        "ace_mx": Family("ace_mx", "gemm_ace_mx_fast", "gemm_ace_mx_exact", "ACE_MX_FAST", "mx64", "mx64", True),
+        "ace_bf16": Family(
+            "ace_bf16", "gemm_ace_bf16_fast", "gemm_ace_bf16_exact", "ACE_BF16_FAST", "f32keep", "f32keep", True
+        ),
     }
 )
 

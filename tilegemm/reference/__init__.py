@@ -13,6 +13,8 @@ exact-rational oracle.
 - :mod:`~tilegemm.reference.complex`: TCMMRLFP16PS / TCMMIMFP16PS (AMX-COMPLEX).
 - :mod:`~tilegemm.reference.fp8`: TDPBF8PS / TDPBHF8PS / TDPHBF8PS / TDPHF8PS (AMX-FP8), with the
   8-bit float decode (``fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
+- :mod:`~tilegemm.reference.ace`: the ACE outer products (TOP4B*D, TOP2BF16PS, TOP4MX*PS with
+  MX block scales), one instruction on one palette-2 tile at a time.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import instructions
+from ..ace import check_scales
 from .amx import tdp_float, tdp_int
 from .avx512 import vdpbf16ps
 from .binary32 import add32, daz, fma32
@@ -27,7 +30,9 @@ from .binary32 import add32, daz, fma32
 __all__ = ["matmul", "fma32", "add32", "daz", "tdp_float", "tdp_int", "vdpbf16ps"]
 
 
-def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_ISA, **switches) -> np.ndarray:
+def matmul(
+    a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_ISA, scales=None, **switches
+) -> np.ndarray:
     """The exact result of ``c + a @ b`` as the instruction sequence computes it.
 
     Parameters
@@ -41,6 +46,8 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
         The starting C of an accumulate chain (the accumulator dtype, M x N); zeros when omitted.
     isa : str
         The profile (:data:`tilegemm.instructions.ISAS`), ``"amx"`` by default.
+    scales : tuple, optional
+        The ACE MX dtypes' block scales ``(sa, sb)``, as for :func:`tilegemm.matmul`.
     **switches
         The instruction's open points (:attr:`tilegemm.instructions.Instruction.switches`), as
         for :func:`tilegemm.matmul`; defaults where not given.
@@ -65,7 +72,10 @@ def matmul(a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_IS
         raise ValueError(f"reference.matmul takes 2-D operands with matching K, got {A.shape} and {B.shape}")
     M, K = A.shape
     N = B.shape[1]
+    sa, sb = check_scales(instr, name, scales, A.shape, B.shape)
     C = np.zeros((M, N), instr.acc) if c is None else np.array(c, dtype=instr.acc).reshape(M, N)
     if K == 0:
         return C  # no instruction runs
+    if instr.scale_block:
+        options["scales"] = (sa, sb)
     return instr.reference_fn(instr, A, B, C, **options)

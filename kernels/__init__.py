@@ -6,6 +6,8 @@
 - ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state; the
   8-bit float decode (``fp8_fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
 - ``cfp16.py``, ``fp8.py``: the AMX-COMPLEX and AMX-FP8 tile multiplies (fast and exact bodies).
+- ``isa.py``: the other CPUs' paths (``gemm_i8sat``, ``gemm_i16pairs``, ``gemm_f32fma_*``,
+  ``gemm_f16acc``): their tile bodies and IEEE ``fma32_ieee``/``fma16`` without flushes.
 
 The contract of the entry points in ``gemm.py`` (``gemm_amx_fast``, ``gemm_amx_exact``,
 ``gemm_avx512_fast``, ``gemm_avx512_exact``, ``gemm_int``, ``gemm_cfp16_*``, ``gemm_fp8_*``; the

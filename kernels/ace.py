@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 # Variants of the tile multiply (``variant`` in the kernel contract, ``tiles.tile_multiply``).
-ACE_MX_EXACT, ACE_MX_FAST, ACE_BF16_EXACT, ACE_BF16_FAST = 30, 31, 32, 33
+ACE_MX_EXACT, ACE_MX_FAST, ACE_BF16_EXACT, ACE_BF16_FAST = 40, 41, 42, 43
 _F64 = ir.DoubleType()
 _QUIET = np.uint32(0x00400000)
 _INDEF = np.uint32(0xFFC00000)

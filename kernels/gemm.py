@@ -17,11 +17,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import ace, cfp16, exact, fp8, targets, tiles, vector
+from . import ace, cfp16, exact, fp8, isa, targets, tiles, vector
 from ._cache import stamp_with_dependencies
 from .ace import ACE_BF16_EXACT, ACE_BF16_FAST, ACE_MX_EXACT, ACE_MX_FAST
 from .cfp16 import CFP16_EXACT, CFP16_FAST
 from .fp8 import FP8_EXACT, FP8_FAST
+from .isa import F16ACC, F32FMA_EXACT, F32FMA_FAST, I8SAT, I16PAIRS
 from .tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST, TILE, tile_multiply
 
 # K steps per pass over all superblocks. Blocking K keeps the B blocks of a pass (K_CHUNK x N)
@@ -210,6 +211,33 @@ def gemm_ace_bf16_exact(A, B, C, ia, ib, k, rows, cols, top2bf16):
     _gemm(A, B, C, ia, ib, k, rows, cols, ACE_BF16_EXACT, (top2bf16,), 1)
 
 
+# The other CPUs' paths (isa.py): VPDPBUSDS, VPMADDUBSW + VPMADDWD + VPADDD, VFMADD231PS (fast
+# under the proof, exact otherwise) and VFMADD231PH (C as binary16 codes).
+@njit(cache=True, parallel=True)
+def gemm_i8sat(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, I8SAT, (), 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_i16pairs(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, I16PAIRS, (), 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_f32fma_fast(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, F32FMA_FAST, (), 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_f32fma_exact(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, F32FMA_EXACT, (), 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_f16acc(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, F16ACC, (), 1)
+
+
 # The tile API's entry points (``tilegemm.amx.TileUnit``): one tile multiply of the exact
 # variant, on the calling thread (a parallel launch per instruction would wait for a worker).
 # Operands as for the GEMM entries with one panel and one block; ``ia``/``ib`` are implied.
@@ -278,6 +306,11 @@ ENTRY_POINTS = (
     gemm_cfp16_exact,
     gemm_fp8_fast,
     gemm_fp8_exact,
+    gemm_i8sat,
+    gemm_i16pairs,
+    gemm_f32fma_fast,
+    gemm_f32fma_exact,
+    gemm_f16acc,
     tile_amx,
     tile_cfp16,
     tile_fp8,
@@ -286,6 +319,6 @@ ENTRY_POINTS = (
     gemm_ace_bf16_fast,
     gemm_ace_bf16_exact,
 )
-DEPENDENCIES = (tiles, vector, exact, targets, cfp16, fp8, ace)
+DEPENDENCIES = (tiles, vector, exact, targets, cfp16, fp8, ace, isa)
 for _fn in ENTRY_POINTS:
     stamp_with_dependencies(_fn, DEPENDENCIES)

@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from . import isa
 from .ace import (
     ACE_BF16_EXACT,
     ACE_BF16_FAST,
@@ -100,6 +101,14 @@ _tile_fast_fp8 = _vector_rows(fp8_tile_rows(FP8Q.rows, FP8Q.width), FP8Q.rows)
 
 # Variants of the float tile multiply (``variant`` in the kernel contract).
 AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3
+# The other CPUs' paths (isa.py), by name for ``tilegemm.dispatch.Family.variant``.
+I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC = (
+    isa.I8SAT,
+    isa.I16PAIRS,
+    isa.F32FMA_FAST,
+    isa.F32FMA_EXACT,
+    isa.F16ACC,
+)
 
 
 @njit(cache=True, inline="always")
@@ -192,6 +201,13 @@ def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scrat
 
 @overload(tile_multiply, inline="always", prefer_literal=True)
 def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
+    other = isa.TILE_BODIES.get(getattr(variant, "literal_value", None))
+    if other is not None:  # the other CPUs' paths (isa.py), whatever C's type
+
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
+            other(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch)
+
+        return impl
     if isinstance(C.dtype, types.Integer):
 
         def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):

@@ -26,12 +26,13 @@ INT_DTYPES = tuple(d for d, i in DEFAULT.dtypes.items() if not i.is_float)
 
 def _kernel_cases():
     """Every (isa, dtype) any instruction profile defines (library profiles such as "onednn" run
-    these kernels inside their own schedule and have their own tests), except where an earlier case
-    runs the same kernels on the same operands: ACE's int8 outer products run AMX's int8 kernels
+    these kernels inside their own schedule and have their own tests; a profile that is another
+    encoding of one already listed, ``Profile.same_as``, is not listed twice), except where an
+    earlier case runs the same kernels on the same operands: ACE's int8 outer products run AMX's int8 kernels
     (their references are compared with AMX's in tests/test_ace.py)."""
     cases: dict = {}
     for p in instructions.PROFILES.values():
-        if p.library is None:
+        if p.library is None and p.same_as is None:
             for d, i in p.dtypes.items():
                 cases.setdefault((i.kernel, i.a, i.b, i.acc, i.switches, i.scale_block), (p.name, d))
     return tuple(cases.values())

@@ -60,3 +60,39 @@ def exact_op(a: float, b: float, c: float, *, read_ab=True) -> np.float32:
     if abs(r) > F32_MAX:
         return np.float32(-np.inf if r < 0 else np.inf)
     return np.float32(float(r))
+
+
+def round_ieee(q: Fraction, p: int, emin: int, emax: int) -> float:
+    """A rational rounded to nearest-even in a binary format with ``p`` significant bits, normal
+    exponents ``emin .. emax``, subnormals kept (no flush) and overflow to infinity; as a float."""
+    if q == 0:
+        return 0.0
+    sign = -1 if q < 0 else 1
+    q = abs(q)
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    if Fraction(2) ** e > q:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, emin) - p + 1)
+    scaled = q / quantum
+    n = math.floor(scaled)
+    rem = scaled - n
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
+        n += 1
+    r = n * quantum
+    if r >= Fraction(2) ** (emax + 1):
+        return sign * math.inf
+    return sign * float(r)
+
+
+def ieee_fma(a: float, b: float, c: float, p: int = 24, emin: int = -126, emax: int = 127) -> float:
+    """IEEE ``a * b + c`` with one rounding to the format (binary32 by default; binary16 with
+    ``p=11, emin=-14, emax=15``), no DAZ, no FTZ. Special values follow binary64 arithmetic, and
+    an exact zero is -0 only when both the product and ``c`` are -0."""
+    if any(math.isnan(v) or math.isinf(v) for v in (a, b, c)):
+        return a * b + c
+    q = Fraction(a) * Fraction(b) + Fraction(c)
+    if q == 0:
+        prod_neg = math.copysign(1, a) * math.copysign(1, b) < 0
+        return -0.0 if prod_neg and math.copysign(1, c) < 0 else 0.0
+    r = round_ieee(q, p, emin, emax)
+    return math.copysign(0.0, q) if r == 0 else r

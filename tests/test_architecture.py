@@ -132,3 +132,20 @@ def test_public_submodules_are_lazy_attributes():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True", "True", "True"]
     assert "amx" in dir(tilegemm)
+
+
+def test_kernel_body_variants_are_distinct():
+    """Each family's fast body is chosen at compile time by a variant number: two families with
+    one number would run each other's arithmetic."""
+    from tilegemm import dispatch
+    from tilegemm.kernels import ace, cfp16, fp8, isa, tiles
+
+    names = {"AMX_EXACT", "AMX_FAST", "AVX512_EXACT", "AVX512_FAST"}
+    values = {n: getattr(tiles, n) for n in names}
+    for module in (cfp16, fp8, isa, ace):
+        values.update({n: v for n, v in vars(module).items() if n.isupper() and n.endswith(("_FAST", "_EXACT"))})
+    values.update({n: getattr(isa, n) for n in ("I8SAT", "I16PAIRS", "F16ACC")})
+    values = {n: v for n, v in values.items() if isinstance(v, int)}
+    assert len(set(values.values())) == len(values), values
+    for fam in dispatch.FAMILIES.values():
+        assert getattr(tiles, fam.variant) in values.values()

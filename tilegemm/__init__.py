@@ -18,6 +18,7 @@ _cache.install_locator()  # before anything compiles: compiled code goes to a pe
 from .api import matmul  # noqa: E402
 from .compare import BitDiff, bitdiff  # noqa: E402
 from .dispatch import TILINGS  # noqa: E402
+from .explain import explain  # noqa: E402
 from .instructions import DTYPES, ISAS  # noqa: E402
 from .packing import PackedB, pack  # noqa: E402
 
@@ -27,6 +28,7 @@ __all__ = [
     "PackedB",
     "bitdiff",
     "BitDiff",
+    "explain",
     "reference",
     "DTYPES",
     "ISAS",
@@ -42,6 +44,7 @@ SUBMODULES = (
     "compare",
     "convert",
     "dispatch",
+    "explain",
     "formats",
     "inspect",
     "instructions",
@@ -50,7 +53,9 @@ SUBMODULES = (
     "native",
     "packing",
     "plan",
+    "profiles",
     "reference",
+    "testing",
 )
 
 

@@ -25,6 +25,7 @@ _VERBS = {
     "ir": "LLVM IR, assembly and a vectorization report of a kernel's hot loop; real AMX code with --amx",
     "info": "the instruction and profile records, and the kernel bodies this host compiles",
     "selfcheck": "this CPU's own instructions against the emulation, bit for bit (AMX, AVX512_BF16)",
+    "explain": "where and why two isa profiles give different bits: counts, the first step that parts, a reproducer",
 }
 
 
@@ -135,7 +136,11 @@ def _ir(args, parser) -> int:
     if args.native:
         if instr.llvm is None:
             parser.error(f"--native needs an instruction this CPU could run; {instr.mnemonic} has none")
-        print(inspect.native_asm(args.dtype, args.tiling, args.isa, cpu=args.cpu or "graniterapids"))
+        try:
+            text = inspect.native_asm(args.dtype, args.tiling, args.isa, cpu=args.cpu)
+        except ValueError as e:
+            parser.error(str(e))
+        print(text)
         return 0
     where = args.cpu or "this host"
     print(f"hot loop of the kernel for dtype={args.dtype} tiling={args.tiling} isa={args.isa}, compiled for {where}")
@@ -159,6 +164,37 @@ def _ir(args, parser) -> int:
                 f.write(files[name])
             print(f"wrote {path}")
     return 0
+
+
+def _explain(args, parser) -> int:
+    from .explain import default_dtype, explain
+
+    try:
+        dtype = args.dtype if args.dtype is not None else default_dtype(*args.isa)
+        instr = instructions.resolve(args.isa[0], dtype)[2]
+        instructions.resolve(args.isa[1], dtype)
+        if (args.a is None) != (args.b is None):
+            raise ValueError("give both --a and --b, or neither (random operands of --shape)")
+        if args.a is not None:
+            a, b = (_load(path, name) for path, name in ((args.a, "--a"), (args.b, "--b")))
+        else:
+            m, k, n = args.shape
+            if min(m, k, n) < 1 or m * k * n > 2**31:
+                raise ValueError(f"--shape takes positive sizes with M*K*N <= 2^31, got {m} {k} {n}")
+            a, b = instr.sample(m, k, n, np.random.default_rng(args.seed))
+        c = None if args.c is None else _load(args.c, "--c")
+        e = explain(a, b, dtype, isa=tuple(args.isa), index=None if args.index is None else tuple(args.index), c=c)
+    except (ValueError, TypeError) as err:
+        parser.error(str(err))
+    print(e)
+    return 0
+
+
+def _load(path, flag):
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{flag} {path!r}: cannot read a .npy array ({err})") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,6 +323,17 @@ def _parser() -> _Parser:
     )
     i.add_argument("--out", default=None, help="write kernel.ll and kernel.s (and amx.ll, amx.s with --amx) here")
     p["selfcheck"].add_argument("--quick", action="store_true", help="10^5 outputs per instruction instead of 10^6")
+    ex = p["explain"]
+    ex.add_argument("--isa", nargs=2, default=["amx", "avx2"], choices=list(ISAS), metavar="ISA", help="two profiles")
+    ex.add_argument("--dtype", default=None, choices=all_dtypes, help="default: the first dtype both take")
+    ex.add_argument("--a", default=None, help="A (M x K) as a .npy file")
+    ex.add_argument("--b", default=None, help="B (K x N) as a .npy file")
+    ex.add_argument("--c", default=None, help="a starting C (M x N) as a .npy file")
+    ex.add_argument(
+        "--shape", nargs=3, type=int, default=[16, 4096, 16], metavar=("M", "K", "N"), help="random operands' shape"
+    )
+    ex.add_argument("--seed", type=int, default=0, help="seed of the random operands")
+    ex.add_argument("--index", nargs=2, type=int, default=None, metavar=("M", "N"), help="the output to replay")
     return parser
 
 
@@ -298,6 +345,8 @@ def main(argv=None) -> int:
         return _ir(args, sub)
     if args.verb == "info":
         return info()
+    if args.verb == "explain":
+        return _explain(args, sub)
     if args.verb == "selfcheck":
         from .native import selfcheck
 

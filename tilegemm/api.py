@@ -295,7 +295,9 @@ class _Call:
         p = plan.make_plan(self.kernel, None, a_range, b_range, c_range)
         ia = _batch_index(a_batch, self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
-        p.entry(A, B, C3, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *instr.option_codes(self.options))
+        family.run_prepare(instr, A, B, C3, ib, self.K)
+        Ck = family.kernel_c(C3)
+        p.entry(A, B, Ck, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *instr.option_codes(self.options))
 
     def run_native(self, target, a_codes: np.ndarray, packed: PackedB, C3: np.ndarray, threads: int) -> None:
         """The native program on ``target`` (``tilegemm.native.gemm``), on A's codes and the packed B."""

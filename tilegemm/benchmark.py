@@ -116,6 +116,14 @@ def flops(instr: Instruction, n: int) -> float:
     return 2.0 * n**3 * instr.lanes**2
 
 
+def native_program(instr: Instruction) -> bool:
+    """Whether ``backend="native"`` has a program for ``instr`` on any CPU (rows for the others
+    would only say so)."""
+    from .native.gemm import generator
+
+    return generator(instr) is not None
+
+
 def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> list[Contender]:
     """Everything the sweep times, group by group: tilegemm's AMX emulation with each tiling
     (the seed's by default), every other profile that takes the dtype, the same instructions
@@ -130,12 +138,22 @@ def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> l
     for dtype in dtypes:
         group = dtype.upper()
         instr = resolve(DEFAULT_ISA, dtype)[2]
-        natives = [Contender(f"native {t}", group, _tilegemm(t, backend="native"), True, native=instr) for t in tilings]
+        natives = [
+            Contender(f"native {t}", group, _tilegemm(t, backend="native"), True, native=instr)
+            for t in tilings
+            if native_program(instr)
+        ]
         # Other instruction profiles (library profiles such as onednn have their own bench rows).
-        others = [p for p in PROFILES.values() if p.name != DEFAULT_ISA and p.library is None and dtype in p.names()]
+        # (another encoding of a listed profile, same_as, has its bits and kernels)
+        others = [
+            p
+            for p in PROFILES.values()
+            if p.name != DEFAULT_ISA and p.library is None and p.same_as is None and dtype in p.names()
+        ]
         for p in others:
             other = p.instruction(dtype)
-            natives.append(Contender(f"native {p.name}", group, _tilegemm("2x2", p.name, "native"), native=other))
+            if native_program(other):
+                natives.append(Contender(f"native {p.name}", group, _tilegemm("2x2", p.name, "native"), native=other))
         if native_only:
             out += natives
             continue
@@ -376,15 +394,16 @@ def host_line(threads=None) -> str:
 
 
 def format_table(rows: list[Row]) -> str:
-    head = f"{'group':6} {'contender':16} {'n':>5} {'GFLOP/s':>9} {'vs f32':>7} {'bits differ':>11} {'max ulp':>9}"
+    w = max([16] + [len(r.contender) for r in rows])  # profile names are longer than the seed's
+    head = f"{'group':6} {'contender':{w}} {'n':>5} {'GFLOP/s':>9} {'vs f32':>7} {'bits differ':>11} {'max ulp':>9}"
     lines = [head, "-" * len(head)]
     for r in rows:
         if r.skipped:
-            lines.append(f"{r.group:6} {r.contender:16} {r.n:5d}   skipped: {r.skipped}")
+            lines.append(f"{r.group:6} {r.contender:{w}} {r.n:5d}   skipped: {r.skipped}")
             continue
         ulp = f"{r.max_ulp:9.3g}" if r.max_ulp is not None else ""
         lines.append(
-            f"{r.group:6} {r.contender:16} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} {r.differs:11.1%} {ulp}"
+            f"{r.group:6} {r.contender:{w}} {r.n:5d} {r.gflops:9.2f} {r.efficiency or 0:7.2f} {r.differs:11.1%} {ulp}"
         )
     return "\n".join(lines)
 
@@ -523,6 +542,31 @@ def add_native_row(add, report, n=2048, repeats=5):
     add(f"native BF16 2x2 n={n}, 1 thread vs emulated 2x2", r, "> 1", r > 1, s)
 
 
+#: The other CPUs' paths (``docs/isa-profiles.md``): goals against numpy float32, one thread,
+#: prepacked B, by result kind.
+PROFILE_GOALS = {"i": 1.0, "f": 0.7}
+
+
+def add_profile_rows(add, n=1024, repeats=7):
+    """One row per profile (one per encoding) and dtype beside ``amx``: its prepacked ``matmul``
+    at n^3 on one thread against numpy float32, timed side by side, on values representable in
+    the dtype. Call under a one-thread BLAS limit."""
+    a32, b32 = inputs("BF16", n)
+    for p in PROFILES.values():
+        if p.name == DEFAULT_ISA or p.same_as is not None or p.library is not None:
+            continue
+        for dtype, instr in p.dtypes.items():
+            rng = np.random.default_rng([n, 7])
+            a, b = instr.sample(n, n, n, rng)
+            if instr.is_float:
+                a = instr.a.decode(instr.a.to_codes(a, "a", dtype))
+                b = instr.b.decode(instr.b.to_codes(b, "b", dtype))
+            packed = pack(b, dtype, p.name)
+            r, s = _median_ratio(lambda: matmul(a, packed, threads=1), lambda: a32 @ b32, repeats)
+            goal = PROFILE_GOALS[instr.acc.kind]
+            add(f"isa={p.name} {dtype} prepacked n={n}, 1 thread vs numpy float32", r, f">= {goal}", r >= goal, s)
+
+
 def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
     """Measure every row of the performance-target table (see the README)."""
     from threadpoolctl import threadpool_limits
@@ -566,6 +610,7 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
                 repeats,
             )
             add(f"BF16 2x2 vs 1x1, n={n}, 1 thread", r, "2x2 faster: > 1", r > 1, s)
+        add_profile_rows(add, min(sizes), repeats)
         a, b = inputs("BF16", 256)
         packed = pack(b, "bf16")
         r, s = _median_ratio(lambda: matmul(a, packed, threads=1), lambda: a @ b, repeats, inner=20)

@@ -7,6 +7,7 @@ rule is written once, as a Numba ufunc usable from NumPy and from compiled code 
 - ``f32_to_bf16``: binary32 -> BF16, round to nearest even, as ``ml_dtypes.bfloat16`` does.
 - ``f32_to_fp16``: binary32 -> binary16, round to nearest even, as ``numpy.float16`` does.
 - ``bf16_to_f32_daz``: BF16 -> binary32, exact, with a denormal read as a zero of its sign (DAZ).
+- ``bf16_to_f32``: BF16 -> binary32, exact, denormals kept (the paths that widen BF16 themselves).
 - ``fp16_to_f32``: binary16 -> binary32, exact, denormals kept (they are normal in binary32).
 - ``f32_to_e5m2`` / ``f32_to_e4m3fn``: binary32 -> the 8-bit floats, round to nearest even, as
   ``ml_dtypes.float8_e5m2`` / ``float8_e4m3fn`` do (overflow: infinity / NaN).
@@ -25,6 +26,7 @@ from numba import njit, prange, vectorize
 __all__ = [
     "f32_to_bf16",
     "bf16_to_f32_daz",
+    "bf16_to_f32",
     "fp16_to_f32",
     "pack_a_float",
     "pack_a_int",
@@ -37,9 +39,13 @@ __all__ = [
     "MODE_F32_TO_FP16",
     "f32_to_e5m2",
     "f32_to_e4m3fn",
+    "MODE_BF16_KEEP",
+    "MODE_F32_TO_BF16_KEEP",
 ]
 
 MODE_F32_TO_BF16, MODE_BF16, MODE_FP16, MODE_F32_TO_FP16 = 0, 1, 2, 3
+# BF16 with denormals kept (no DAZ), for the paths that widen BF16 to binary32 by a shift.
+MODE_BF16_KEEP, MODE_F32_TO_BF16_KEEP = 4, 5
 
 
 @vectorize(["uint16(uint32)"], cache=True)
@@ -84,6 +90,12 @@ def bf16_to_f32_daz(h):
 
 
 @vectorize(["uint32(uint16)"], cache=True)
+def bf16_to_f32(h):
+    """BF16 bits -> binary32 bits, exact, denormals kept (a left shift by 16)."""
+    return np.uint32(h) << 16
+
+
+@vectorize(["uint32(uint16)"], cache=True)
 def fp16_to_f32(h):
     """binary16 bits -> binary32 bits, exact, denormals kept."""
     h32 = np.uint32(h)
@@ -105,10 +117,11 @@ def fp16_to_f32(h):
 
 @njit(cache=True, inline="always")
 def _exponent_update(bits, lo, hi):
-    """Fold one binary32 pattern's biased exponent into (lo, hi), skipping zeros, denormals,
-    infinities and NaNs. Branch-free, so the loops around it vectorize."""
+    """Fold one binary32 pattern's biased exponent into (lo, hi), skipping zeros, infinities and
+    NaNs. A denormal counts as biased exponent 0 (below every normal), so that the fast-path
+    proof sees it. Branch-free, so the loops around it vectorize."""
     e = np.int32((bits >> 23) & 0xFF)
-    live = e != 0 and e != 255
+    live = (bits & 0x7FFFFFFF) != 0 and e != 255
     return min(lo, e if live else 255), max(hi, e if live else 0)
 
 
@@ -140,6 +153,12 @@ def pack_a_float(src, mode, dst):
             elif mode == MODE_F32_TO_FP16:
                 for kin in range(seg.size):
                     out[kin] = fp16_to_f32(f32_to_fp16(np.uint32(seg[kin])))
+            elif mode == MODE_BF16_KEEP:
+                for kin in range(seg.size):
+                    out[kin] = np.uint32(np.uint16(seg[kin])) << 16
+            elif mode == MODE_F32_TO_BF16_KEEP:
+                for kin in range(seg.size):
+                    out[kin] = np.uint32(f32_to_bf16(np.uint32(seg[kin]))) << 16
             else:
                 for kin in range(seg.size):
                     out[kin] = fp16_to_f32(np.uint16(seg[kin]))

@@ -12,6 +12,7 @@ an entry point's name.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -57,6 +58,12 @@ class Family:
         element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats), or
         ``"bytes"`` the 8-bit codes; for ACE (``tilegemm.ace``) ``"mx64"``, binary64 values times
         their MX block scales, and ``"f32keep"``, float32 values with denormals kept.
+    prepare:
+        ``"module:function"`` run on the packed operands just before the kernel,
+        ``f(instr, A, B, C, ib, k)``: a step of the instruction sequence that is not a tile
+        multiply (the +128 compensation of signed activations) or padding the kernel relies on.
+    c_view:
+        The dtype the kernels see C as, where it is not the result's (binary16 C as uint16 codes).
     """
 
     name: str
@@ -67,6 +74,18 @@ class Family:
     b_layout: str
     needs_proof: bool
     tile: str | None = None
+    prepare: str | None = None
+    c_view: str | None = None
+
+    def run_prepare(self, instr, A, B, C, ib, k) -> None:
+        """Run :attr:`prepare`, if any (imported on first use)."""
+        if self.prepare is not None:
+            module, _, name = self.prepare.partition(":")
+            getattr(importlib.import_module(module), name)(instr, A, B, C, ib, k)
+
+    def kernel_c(self, C):
+        """C as the kernels see it (:attr:`c_view`)."""
+        return C if self.c_view is None else C.view(self.c_view)
 
     def entry(self, which: str) -> Callable[..., Any]:
         """The compiled entry point ``"fast"``, ``"exact"`` or ``"tile"`` (imported on first use)."""
@@ -83,6 +102,9 @@ class Family:
         return gemm.superblock_step(getattr(tiles, self.variant), rows, cols, lanes, codes)
 
 
+_SHIFT = "tilegemm.profiles:compensate"
+_PAD = "tilegemm.profiles:pad_identity"
+
 #: Kernel families by name.
 FAMILIES: Mapping[str, Family] = MappingProxyType(
     {
@@ -95,6 +117,17 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
         "ace_mx": Family("ace_mx", "gemm_ace_mx_fast", "gemm_ace_mx_exact", "ACE_MX_FAST", "mx64", "mx64", True),
         "ace_bf16": Family(
             "ace_bf16", "gemm_ace_bf16_fast", "gemm_ace_bf16_exact", "ACE_BF16_FAST", "f32keep", "f32keep", True
+        ),
+        # The other CPUs' paths (docs/isa-profiles.md; kernels/isa.py).
+        "i8sat": Family("i8sat", "gemm_i8sat", "gemm_i8sat", "I8SAT", "bytes", "bytes", False, prepare=_SHIFT),
+        "i16pairs": Family(
+            "i16pairs", "gemm_i16pairs", "gemm_i16pairs", "I16PAIRS", "bytes", "bytes", False, prepare=_SHIFT
+        ),
+        "f32fma": Family(
+            "f32fma", "gemm_f32fma_fast", "gemm_f32fma_exact", "F32FMA_FAST", "f32", "f32", True, prepare=_PAD
+        ),
+        "f16acc": Family(
+            "f16acc", "gemm_f16acc", "gemm_f16acc", "F16ACC", "f32", "f32", False, prepare=_PAD, c_view="uint16"
         ),
     }
 )

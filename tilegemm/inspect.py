@@ -46,6 +46,8 @@ TARGETS = {
     "znver4": _ICX + ",+avx512bf16",
     "sapphirerapids": _SPR,
     "graniterapids": _SPR + ",+amx-fp16",
+    "graniterapids-d": _SPR + ",+amx-fp16,+amx-complex",
+    "diamondrapids": _SPR + ",+amx-fp16,+amx-complex,+amx-fp8",
 }
 
 
@@ -64,8 +66,8 @@ def _probe(isa, dtype, tiling):
     layout_dtypes = {"f32": np.float32, "f64": np.float64, "mx64": np.float64, "f32keep": np.float32}
     A = np.zeros(kern.rows * 16 * k, layout_dtypes.get(fam.a_layout, instr.a.storage))
     B = np.zeros(kern.cols * 16 * k, layout_dtypes.get(fam.b_layout, instr.b.storage))
-    C = np.zeros(kern.rows * kern.cols * 256 * instr.lanes, instr.kernel_acc)
-    scratch = np.zeros(256 * instr.lanes, instr.kernel_acc)
+    C = np.zeros(kern.rows * kern.cols * 256 * instr.lanes, fam.c_view or instr.kernel_acc)
+    scratch = np.zeros(256 * instr.lanes, C.dtype)
     step.compile(tuple(typeof(x) for x in (A, B, C, scratch)))
     return step, step.signatures[-1]
 
@@ -252,10 +254,8 @@ def amx_asm(dtype="bf16", tiling="2x2", isa="amx") -> str:
     from .native import jit
 
     tiles = _tile_instructions(dtype, isa)
-    # LLVM aborts the process on an intrinsic its target lacks, so every feature is named.
-    features = ["+amx-tile", "+amx-int8", "+amx-bf16", "+amx-fp16"]
-    features += [f"+{t.cpu_flag.replace('_', '-')}" for t in tiles if t.cpu_flag]
-    return jit.assembly(amx_ir(dtype, tiling, isa), tiles[0].llvm_cpu, ",".join(dict.fromkeys(features)))
+    cpu = tiles[0].llvm_cpu
+    return jit.assembly(amx_ir(dtype, tiling, isa), cpu, TARGETS[cpu])
 
 
 def native_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
@@ -273,10 +273,18 @@ def native_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
     return program.gemm_ir(instr, program.plan(kern.rows, kern.cols), name)
 
 
-def native_asm(dtype="bf16", tiling="2x2", isa="amx", cpu="graniterapids") -> str:
-    """Assembly of :func:`native_ir` for ``cpu`` (a name in :data:`TARGETS`), compiled, never run."""
+def native_asm(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> str:
+    """Assembly of :func:`native_ir` for ``cpu`` (a name in :data:`TARGETS`; default: the first
+    CPU with the instruction, the record's ``llvm_cpu``), compiled, never run."""
     from .native import jit
 
+    instr = resolve(isa, dtype)[2]
+    cpu = instr.llvm_cpu if cpu is None else cpu
     if cpu not in TARGETS:
         raise ValueError(f"unknown cpu {cpu!r}; known targets are {', '.join(TARGETS)}")
+    amx = instr.cpu_flag is not None and instr.cpu_flag.startswith("amx_")
+    feature = f"+{str(instr.cpu_flag).replace('_', '-')}" if amx else None
+    # LLVM aborts the whole process on an intrinsic its target lacks: refuse first.
+    if feature is not None and feature not in TARGETS[cpu].split(","):
+        raise ValueError(f"{cpu} lacks {instr.cpu_flag}, which {instr.mnemonic} needs; try cpu={instr.llvm_cpu!r}")
     return jit.assembly(native_ir(dtype, tiling, isa), cpu, TARGETS[cpu])

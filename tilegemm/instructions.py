@@ -6,10 +6,11 @@ readable reference, the family of compiled kernels that runs it fast, the tile-A
 intrinsic, the LLVM intrinsic and CPU flag of the real thing, and its documentation page. A
 :class:`Profile` (``isa=`` of :func:`tilegemm.matmul`) maps the user's dtype names onto
 instructions: ``"amx"`` (the default: the tile multiplies), ``"avx512"`` (the AVX-512 BF16
-baseline) and ``"onednn"`` (PyTorch's bf16 matmul on an AMX server: oneDNN's blocking around the
-tile multiplies, ``docs/onednn.md``). A dtype may run more than one instruction: ``"cfp16"``
-computes the real part of a complex product with TCMMRLFP16PS and the imaginary part with
-TCMMIMFP16PS, and its record names both (:attr:`Instruction.parts`).
+baseline), ``"onednn"`` (PyTorch's bf16 matmul on an AMX server: oneDNN's blocking around the
+tile multiplies, ``docs/onednn.md``), and the other CPUs' paths (``"avx512_vnni"``, ``"avx2"``,
+``"fp32_fma"`` ..., ``docs/isa-profiles.md``). A dtype may run more than one instruction:
+``"cfp16"`` computes the real part of a complex product with TCMMRLFP16PS and the imaginary part
+with TCMMIMFP16PS, and its record names both (:attr:`Instruction.parts`).
 
 Adding a dtype is one record here, its reference, its kernels and its documentation page. No
 other module compares a dtype or ISA name to a string: they look records up here and read their
@@ -42,6 +43,8 @@ __all__ = [
     "profile",
     "resolve",
     "find",
+    "ONEDNN_INT8",
+    "same_bits",
 ]
 
 _F32 = np.dtype(np.float32)
@@ -241,7 +244,8 @@ class Profile:
         True when ``tiling`` names tile registers of the instruction; otherwise a tiling only
         orders the blocks of C, which never changes a bit.
     onednn:
-        The ``DNNL_MAX_CPU_ISA`` value under which oneDNN runs this path, if any.
+        The ``DNNL_MAX_CPU_ISA`` value under which oneDNN runs this path, if any
+        (:data:`ONEDNN_INT8` lists every value for the int8 GEMM).
     doc, summary:
         Documentation page and one line for listings.
     library, library_reference:
@@ -252,6 +256,9 @@ class Profile:
     parameters:
         The modelled machine's parameters for a library profile (cache sizes, cores, ISA), with
         the values of the host its recorded results come from.
+    same_as:
+        Another profile whose bits this one computes for every dtype (another encoding of the
+        same instructions): its dtypes are that profile's records, so it runs the same kernels.
     """
 
     name: str
@@ -264,6 +271,7 @@ class Profile:
     library: str | None = None
     library_reference: str | None = None
     parameters: Mapping[str, object] = field(default_factory=dict)
+    same_as: str | None = None
 
     def names(self) -> tuple[str, ...]:
         """Every dtype name this profile takes, aliases included."""
@@ -557,6 +565,49 @@ _ACE = (
 _RL = _amx_complex("TCMMRLFP16PS", 0, "complex FP16 dwords: the real part of A x B into FP32")
 _IM = _amx_complex("TCMMIMFP16PS", 1, "complex FP16 dwords: the imaginary part of A x B into FP32")
 
+
+def _isa_int(mnemonic: str, a: NumberFormat, kernel: str, reference: str, llvm: str, flag: str, summary: str):
+    """An int8 path of another CPU: A (u8, or s8 shifted by +128) x B (s8) into int32, in quads."""
+    return Instruction(
+        mnemonic,
+        a,
+        S8,
+        group=4,
+        k_step=64,
+        acc=_I32,
+        reference=f"tilegemm.reference.isa:{reference}",
+        kernel=kernel,
+        doc="docs/isa-profiles.md",
+        summary=summary,
+        llvm=llvm,
+        cpu_flag=flag,
+    )
+
+
+def _isa_fma(
+    mnemonic: str, fmt: NumberFormat, acc: np.dtype, kernel: str, reference: str, llvm: str, flag: str, summary
+):
+    """A float path of another CPU: one fused multiply-add per K element into one accumulator.
+    ``group``/``k_step`` are only the B layout (pairs, 32 per K step), the one the BF16/FP16 tile
+    instructions read, so a packed B serves both."""
+    return Instruction(
+        mnemonic,
+        fmt,
+        fmt,
+        group=2,
+        k_step=32,
+        acc=acc,
+        reference=f"tilegemm.reference.isa:{reference}",
+        kernel=kernel,
+        doc="docs/isa-profiles.md",
+        summary=summary,
+        llvm=llvm,
+        cpu_flag=flag,
+    )
+
+
+_SHIFTED = "s8 activations shifted by +128 to u8, compensated in C (oneDNN's s8s8)"
+
 #: Every emulated instruction, by mnemonic.
 INSTRUCTIONS: Mapping[str, Instruction] = MappingProxyType(
     {
@@ -609,6 +660,92 @@ INSTRUCTIONS: Mapping[str, Instruction] = MappingProxyType(
                 cpu_flag="avx512_bf16",
             ),
             *_ACE,
+            # The other CPUs' paths (docs/isa-profiles.md). ".S8": the same sequence on signed
+            # activations through the +128 shift with compensation.
+            _isa_int(
+                "VPDPBUSD",
+                U8,
+                "i8quads",
+                "vpdpbusd_gemm",
+                "llvm.x86.avx512.vpdpbusd.512",
+                "avx512_vnni",
+                "AVX512_VNNI / AVX-VNNI u8 x s8 quads into int32, wrapping",
+            ),
+            _isa_int(
+                "VPDPBUSD.S8",
+                S8,
+                "i8quads",
+                "vpdpbusd_gemm",
+                "llvm.x86.avx512.vpdpbusd.512",
+                "avx512_vnni",
+                f"VPDPBUSD on {_SHIFTED}",
+            ),
+            _isa_int(
+                "VPDPBUSDS",
+                U8,
+                "i8sat",
+                "vpdpbusds_gemm",
+                "llvm.x86.avx512.vpdpbusds.512",
+                "avx512_vnni",
+                "AVX512_VNNI / AVX-VNNI u8 x s8 quads into int32, saturating",
+            ),
+            _isa_int(
+                "VPDPBUSDS.S8",
+                S8,
+                "i8sat",
+                "vpdpbusds_gemm",
+                "llvm.x86.avx512.vpdpbusds.512",
+                "avx512_vnni",
+                f"VPDPBUSDS on {_SHIFTED}",
+            ),
+            _isa_int(
+                "VPMADDUBSW",
+                U8,
+                "i16pairs",
+                "vpmaddubsw_gemm",
+                "llvm.x86.avx2.pmadd.ub.sw",
+                "avx2",
+                "AVX2 u8 x s8 pairs saturated to int16 (VPMADDUBSW), then VPMADDWD and VPADDD into int32",
+            ),
+            _isa_int(
+                "VPMADDUBSW.S8",
+                S8,
+                "i16pairs",
+                "vpmaddubsw_gemm",
+                "llvm.x86.avx2.pmadd.ub.sw",
+                "avx2",
+                f"VPMADDUBSW, VPMADDWD, VPADDD on {_SHIFTED}",
+            ),
+            _isa_fma(
+                "VFMADD231PS.BF16",
+                BF16,
+                _F32,
+                "f32fma",
+                "vfmadd231ps_gemm",
+                "llvm.fma.v16f32",
+                "fma",
+                "BF16 widened to FP32, one FMA per K element, denormals kept",
+            ),
+            _isa_fma(
+                "VFMADD231PS.FP16",
+                FP16,
+                _F32,
+                "f32fma",
+                "vfmadd231ps_gemm",
+                "llvm.fma.v16f32",
+                "fma",
+                "FP16 widened to FP32 (VCVTPH2PS), one FMA per K element, denormals kept",
+            ),
+            _isa_fma(
+                "VFMADD231PH",
+                FP16,
+                np.dtype(np.float16),
+                "f16acc",
+                "vfmadd231ph_gemm",
+                "llvm.fma.v32f16",
+                "avx512_fp16",
+                "AVX512-FP16 FMA per K element into an FP16 accumulator",
+            ),
         )
     }
 )
@@ -699,6 +836,74 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
     }
 )
 
+
+def _isa_profile(name: str, dtypes: dict, summary: str, onednn: str | None = None) -> Profile:
+    ints = "s8s8" in dtypes
+    return Profile(
+        name,
+        MappingProxyType({d: _I[m] for d, m in dtypes.items()}),
+        summary=summary,
+        doc="docs/isa-profiles.md",
+        tiled=False,
+        aliases=MappingProxyType({"int8": "s8s8"} if ints else {}),
+        onednn=onednn,
+    )
+
+
+def _same_bits(name: str, of: Profile, summary: str, onednn: str | None = None) -> Profile:
+    """A profile that is another encoding of ``of``'s instructions: the same records, other name."""
+    return Profile(name, of.dtypes, summary, of.doc, of.tiled, of.aliases, onednn, same_as=of.name)
+
+
+_VNNI = _isa_profile(
+    "avx512_vnni",
+    {"u8s8": "VPDPBUSD", "s8s8": "VPDPBUSD.S8"},
+    "AVX512_VNNI VPDPBUSD: int8 quads into int32, wrapping (Cascade Lake and later, Zen 4)",
+    "AVX512_CORE_VNNI",
+)
+_VNNI_SAT = _isa_profile(
+    "avx512_vnni_sat",
+    {"u8s8": "VPDPBUSDS", "s8s8": "VPDPBUSDS.S8"},
+    "AVX512_VNNI VPDPBUSDS: int8 quads into int32, saturating (MLAS / ONNX Runtime)",
+)
+_ISA_PROFILES = (
+    _VNNI,
+    _same_bits(
+        "avx_vnni", _VNNI, "AVX-VNNI (VEX) VPDPBUSD: the bits of avx512_vnni (Alder Lake and later)", "AVX2_VNNI"
+    ),
+    _VNNI_SAT,
+    _same_bits("avx_vnni_sat", _VNNI_SAT, "AVX-VNNI (VEX) VPDPBUSDS: the bits of avx512_vnni_sat"),
+    _isa_profile(
+        "avx2",
+        {"u8s8": "VPMADDUBSW", "s8s8": "VPMADDUBSW.S8"},
+        "AVX2 VPMADDUBSW + VPMADDWD + VPADDD: int8 pairs saturate to int16 (Haswell .. Skylake, Zen 1-3)",
+        "AVX2",
+    ),
+    _isa_profile(
+        "fp32_fma",
+        {"bf16": "VFMADD231PS.BF16", "fp16": "VFMADD231PS.FP16"},
+        "AVX2/AVX-512F: 16-bit floats widened, one FP32 FMA per K element, denormals kept",
+    ),
+    _isa_profile(
+        "avx512_fp16",
+        {"fp16": "VFMADD231PH"},
+        "AVX512-FP16 VFMADD231PH: an FP16 accumulator, FP16 result (Sapphire Rapids and later)",
+    ),
+)
+PROFILES = MappingProxyType({**PROFILES, **{p.name: p for p in _ISA_PROFILES}})
+
+#: oneDNN's ``DNNL_MAX_CPU_ISA`` values and the profile whose bits its int8 GEMM computes there
+#: (its s8 x s8 through the +128 shift with compensation; ``gemm_info.cpp``, ``gemm_driver.cpp``).
+ONEDNN_INT8: Mapping[str, str] = MappingProxyType(
+    {
+        "AVX2": "avx2",
+        "AVX512_CORE": "avx2",
+        "AVX2_VNNI": "avx_vnni",
+        "AVX512_CORE_VNNI": "avx512_vnni",
+        "AVX512_CORE_AMX": "amx",
+    }
+)
+
 #: The profile :func:`tilegemm.matmul` uses unless told otherwise.
 DEFAULT_ISA = "amx"
 #: Every ``isa=`` value.
@@ -719,6 +924,13 @@ def resolve(isa: object, dtype: object) -> tuple[Profile, str, Instruction]:
     p = profile(isa)
     instr = p.instruction(dtype)
     return p, p.canonical(dtype), instr  # type: ignore[arg-type]
+
+
+def same_bits(x: object, y: object) -> bool:
+    """True when profiles ``x`` and ``y`` compute the same bits for every dtype (one is the
+    other, or an encoding of it: :attr:`Profile.same_as`)."""
+    px, py = profile(x), profile(y)
+    return (px.same_as or px.name) == (py.same_as or py.name)
 
 
 def find(instruction: Instruction) -> tuple[str, str]:

@@ -47,6 +47,7 @@ TILE_ROWS = 16  # rows of a tile register
 # inputs). FP16 values are binary32 normals, so DAZ never changes one.
 _WIDEN = {
     (BF16, True): convert.bf16_to_f32_daz,
+    (BF16, False): convert.bf16_to_f32,
     (FP16, False): convert.fp16_to_f32,
     (FP16, True): convert.fp16_to_f32,
     (CFP16, False): convert.fp16_to_f32,  # each part of a complex element
@@ -55,6 +56,7 @@ _WIDEN = {
 # (rounded to the format in the same pass).
 _A_MODES = {
     (BF16, True): (convert.MODE_BF16, convert.MODE_F32_TO_BF16),
+    (BF16, False): (convert.MODE_BF16_KEEP, convert.MODE_F32_TO_BF16_KEEP),
     (FP16, False): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
     (FP16, True): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
     (CFP16, False): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
@@ -159,16 +161,22 @@ class PackedB:
 
 
 def exponent_range(x: np.ndarray, denormals: bool = False) -> tuple[int, int] | None:
-    """Smallest and largest unbiased binary32 exponent of the non-zero finite values, or None.
+    """Smallest and largest unbiased exponent of the non-zero finite values, or None.
 
-    Denormals are skipped: they must already have been read as zero (they are, for the AMX
-    kernels' operands). ``denormals``: a denormal present makes the smallest exponent -149 (for
-    a C that is not read with DAZ).
+    Takes binary32 arrays, and binary64 ones (the 8-bit floats' kernel operands). A binary32
+    denormal counts as exponent -127, below every normal, so that the fast-path proof
+    (``plan.fast_path_ok``) refuses it; the paths that read denormals as zero have zeroed them
+    before they get here. ``denormals``: a binary32 denormal present makes the smallest exponent
+    -149 instead (for a C that is not read with DAZ: its grid is 2^-149).
     """
     from .convert import exponent_bounds
 
     if x.size == 0:
         return None
+    if x.dtype == np.float64:
+        e = (np.ascontiguousarray(x).view(np.uint64) >> np.uint64(52)) & np.uint64(0x7FF)
+        live = e[(e != 0) & (e != 0x7FF)]
+        return (int(live.min()) - 1023, int(live.max()) - 1023) if live.size else None
     bits = np.ascontiguousarray(x).view(np.uint32).reshape(-1)
     lo, hi = exponent_bounds(bits)
     if denormals and np.any(((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0)):

@@ -52,6 +52,9 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
     every step result is a multiple of ``2^(Sa_min + Sb_min - F)``, so no step result and no C
     can be tiny while that grid and C's (``c_range[0] - 23``) are at least 2^-126: the flush never
     acts, and one ``fptrunc`` and one ``fadd`` are the instruction's roundings (``kernels/ace.py``).
+
+    A denormal operand (exponent -127 here; only paths that keep denormals have them) fails the
+    proof: the caller's MXCSR.DAZ would change how vector code reads it.
     """
     if instr.scale_block:
         if a_range is None or b_range is None:
@@ -69,6 +72,8 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
         return a_range[1] + b_range[1] + 2 + terms + instr.fixed_shift <= 53
     if not instr.is_float:
         return True
+    if any(r is not None and r[0] < -126 for r in (a_range, b_range, c_range)):
+        return False
     grid = []
     if a_range is not None and b_range is not None:
         if a_range[1] + b_range[1] > 126:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..instructions import INSTRUCTIONS, Instruction, find, profile
+from ..instructions import INSTRUCTIONS, PROFILES, Instruction, find, profile
 from .host import this_host
 
 __all__ = ["Case", "Result", "families", "plan", "cases", "check", "main", "FULL", "QUICK"]
@@ -249,7 +249,10 @@ def main(quick: bool = False, out=sys.stdout, seed: int = 0) -> int:
         print("This CPU has no AMX (amx_tile is not in /proc/cpuinfo): no tile instruction can run here.", file=out)
     status = 0
     width = max(len(m) for m in INSTRUCTIONS)
-    for instr in INSTRUCTIONS.values():
+    # Every instruction a dtype of an instruction profile runs (the parts of a composite record,
+    # such as complex FP16's, are run through it).
+    reachable = {id(i): i for p in PROFILES.values() if p.library is None for i in p.dtypes.values()}
+    for instr in reachable.values():
         name = instr.mnemonic.ljust(width)
         if not usable(instr):
             missing = lacks(instr) or ("tile data permission (refused by the kernel)",)

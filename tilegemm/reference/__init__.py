@@ -15,6 +15,9 @@ exact-rational oracle.
   8-bit float decode (``fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
 - :mod:`~tilegemm.reference.ace`: the ACE outer products (TOP4B*D, TOP2BF16PS, TOP4MX*PS with
   MX block scales), one instruction on one palette-2 tile at a time.
+- :mod:`~tilegemm.reference.isa`: the other CPUs' paths (VPDPBUSD[S], VPMADDUBSW + VPMADDWD +
+  VPADDD, VFMADD231PS, VFMADD231PH).
+- :mod:`~tilegemm.reference.trace`: one output's operations, recorded while a reference runs.
 """
 
 from __future__ import annotations
@@ -23,15 +26,23 @@ import numpy as np
 
 from .. import instructions
 from ..ace import check_scales
+from . import isa, trace
 from .amx import tdp_float, tdp_int
 from .avx512 import vdpbf16ps
 from .binary32 import add32, daz, fma32
 
-__all__ = ["matmul", "fma32", "add32", "daz", "tdp_float", "tdp_int", "vdpbf16ps"]
+__all__ = ["matmul", "fma32", "add32", "daz", "tdp_float", "tdp_int", "vdpbf16ps", "isa", "trace"]
 
 
 def matmul(
-    a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_ISA, scales=None, **switches
+    a,
+    b,
+    dtype: str = "bf16",
+    c=None,
+    isa: str = instructions.DEFAULT_ISA,
+    scales=None,
+    trace=None,
+    **switches,
 ) -> np.ndarray:
     """The exact result of ``c + a @ b`` as the instruction sequence computes it.
 
@@ -48,6 +59,8 @@ def matmul(
         The profile (:data:`tilegemm.instructions.ISAS`), ``"amx"`` by default.
     scales : tuple, optional
         The ACE MX dtypes' block scales ``(sa, sb)``, as for :func:`tilegemm.matmul`.
+    trace : tilegemm.reference.trace.Trace, optional
+        Records output [0, 0]'s operations as they run.
     **switches
         The instruction's open points (:attr:`tilegemm.instructions.Instruction.switches`), as
         for :func:`tilegemm.matmul`; defaults where not given.
@@ -78,4 +91,6 @@ def matmul(
         return C  # no instruction runs
     if instr.scale_block:
         options["scales"] = (sa, sb)
+    if trace is not None:
+        options["trace"] = trace
     return instr.reference_fn(instr, A, B, C, **options)

@@ -15,15 +15,17 @@ from .binary32 import add32_read, daz, fma32_read
 __all__ = ["tdp_float", "tdp_int", "tdp_float_gemm", "tdp_int_gemm", "wrap32", "pad_k"]
 
 
-def tdp_float(dst: np.ndarray, a: np.ndarray, b: np.ndarray, *, daz_inputs: bool = True) -> np.ndarray:
+def tdp_float(
+    dst: np.ndarray, a: np.ndarray, b: np.ndarray, *, daz_inputs: bool = True, trace=None, k0: int = 0
+) -> np.ndarray:
     """TDPBF16PS / TDPFP16PS: ``dst (M x N) += a (M x 2*K4) @ b`` with b in VNNI form (K4 x N x 2).
 
     ``a`` and ``b`` hold the BF16/FP16 inputs as exact binary32 values. With ``daz_inputs`` a
     denormal input reads as zero (BF16); FP16 inputs are normal numbers in binary32 and kept.
-    Returns the new dst.
+    Returns the new dst. ``trace`` records output [0, 0]'s operations (K indices from ``k0``).
     """
-    a = np.asarray(a, np.float32)
-    b = np.asarray(b, np.float32)
+    given_a = a = np.asarray(a, np.float32)
+    given_b = b = np.asarray(b, np.float32)
     if daz_inputs:
         a, b = daz(a), daz(b)
     m, n = dst.shape
@@ -32,22 +34,39 @@ def tdp_float(dst: np.ndarray, a: np.ndarray, b: np.ndarray, *, daz_inputs: bool
     with np.errstate(all="ignore"):  # NaN, inf and overflow are results here, not accidents
         for k in range(b.shape[0]):
             # e and o come out of FTZ'd operations, so they are never denormal: no DAZ needed.
-            e = fma32_read(a[:, 2 * k, None], b[None, k, :, 0], e)
-            o = fma32_read(a[:, 2 * k + 1, None], b[None, k, :, 1], o)
-        return np.asarray(add32_read(daz(dst), add32_read(e, o)), np.float32)
+            e_new = fma32_read(a[:, 2 * k, None], b[None, k, :, 0], e)
+            o_new = fma32_read(a[:, 2 * k + 1, None], b[None, k, :, 1], o)
+            if trace is not None:
+                for j, chain, old, new in ((0, "even", e, e_new), (1, "odd", o, o_new)):
+                    given = (given_a[:, 2 * k + j, None], given_b[None, k, :, j], old)
+                    read = (a[:, 2 * k + j, None], b[None, k, :, j], old)
+                    trace.float_op("fma32", (k0 + 2 * k + j,), chain, given, read, new, "fma32 daz ftz")
+            e, o = e_new, o_new
+        pair = add32_read(e, o)
+        out = np.asarray(add32_read(daz(dst), pair), np.float32)
+        if trace is not None:
+            trace.float_op("add32 even + odd", (), "pair", (e, o), (e, o), pair, "add32 daz ftz")
+            trace.float_op("add32 into C", (), "C", (dst, pair), (daz(dst), pair), out, "add32 daz ftz")
+        return out
 
 
-def tdp_int(dst: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def tdp_int(dst: np.ndarray, a: np.ndarray, b: np.ndarray, *, trace=None, k0: int = 0, mnemonic="TDPB*D") -> np.ndarray:
     """TDPB[SU][SU]D: ``dst (M x N, int32) += a (M x 4*K4) @ b`` with b in VNNI form (K4 x N x 4).
 
     ``a`` and ``b`` are int8 or uint8 arrays; their dtype is the signedness the instruction
-    names. The sum wraps modulo 2^32.
+    names. The sum wraps modulo 2^32. ``trace`` records output [0, 0]'s instruction.
     """
     acc = dst.astype(np.int64)
     for k in range(b.shape[0]):
         for j in range(4):
             acc += a[:, 4 * k + j, None].astype(np.int64) * b[None, k, :, j].astype(np.int64)
-    return wrap32(acc)
+    out = wrap32(acc)
+    if trace is not None:
+        quads = range(b.shape[0])
+        xs = [a[:, 4 * k + j, None] for k in quads for j in range(4)]
+        ys = [b[None, k, :, j] for k in quads for j in range(4)]
+        trace.int_op(mnemonic, range(k0, k0 + 4 * b.shape[0]), "C", xs, ys, dst, out, "wrap32")
+    return out
 
 
 def wrap32(x: np.ndarray) -> np.ndarray:
@@ -74,21 +93,32 @@ def _vnni(b: np.ndarray, group: int) -> np.ndarray:
     return b.reshape(k // group, group, n).transpose(0, 2, 1)
 
 
-def tdp_float_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+def tdp_float_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, trace=None) -> np.ndarray:
     """``C + A @ B`` through TDPBF16PS / TDPFP16PS tile multiplies. ``A``, ``B``: codes."""
-    kg, steps = _steps(instr, A.shape[1])
+    K = A.shape[1]
+    kg, steps = _steps(instr, K)
     a = pad_k(instr.a.decode(A), 1, kg)
     b = pad_k(instr.b.decode(B), 0, kg)
+    if trace is not None:
+        trace.start(C, "f32")
     for k0, k1 in steps:
-        C = tdp_float(C, a[:, k0:k1], _vnni(b[k0:k1], instr.group), daz_inputs=instr.daz_inputs)
+        vnni = _vnni(b[k0:k1], instr.group)
+        C = tdp_float(C, a[:, k0:k1], vnni, daz_inputs=instr.daz_inputs, trace=trace, k0=k0)
+        if trace is not None:
+            trace.state(min(k1, K), C)
     return C
 
 
-def tdp_int_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+def tdp_int_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, trace=None) -> np.ndarray:
     """``C + A @ B`` through TDPB*D tile multiplies, modulo 2^32."""
-    kg, steps = _steps(instr, A.shape[1])
+    K = A.shape[1]
+    kg, steps = _steps(instr, K)
     a = pad_k(A, 1, kg)
     b = pad_k(B, 0, kg)
+    if trace is not None:
+        trace.start(C, "i32")
     for k0, k1 in steps:
-        C = tdp_int(C, a[:, k0:k1], _vnni(b[k0:k1], instr.group))
+        C = tdp_int(C, a[:, k0:k1], _vnni(b[k0:k1], instr.group), trace=trace, k0=k0, mnemonic=instr.mnemonic)
+        if trace is not None:
+            trace.state(min(k1, K), C)
     return C

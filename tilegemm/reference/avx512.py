@@ -15,19 +15,28 @@ from .binary32 import daz, fma32
 __all__ = ["vdpbf16ps", "vdpbf16ps_gemm"]
 
 
-def vdpbf16ps(dst: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """VDPBF16PS lane-wise; ``a`` and ``b`` broadcast, their last axis the BF16 pair (even, odd)."""
-    dst = fma32(a[..., 1], b[..., 1], dst)
-    return fma32(a[..., 0], b[..., 0], dst)
+def vdpbf16ps(dst: np.ndarray, a: np.ndarray, b: np.ndarray, trace=None, k: int = 0) -> np.ndarray:
+    """VDPBF16PS lane-wise; ``a`` and ``b`` broadcast, their last axis the BF16 pair (even, odd).
+    ``trace`` records element [0, 0]'s two operations (the pair at K index ``k``)."""
+    for j in (1, 0):  # the odd (high) element first
+        new = fma32(a[..., j], b[..., j], dst)
+        if trace is not None:
+            given = (a[..., j], b[..., j], dst)
+            trace.float_op("VDPBF16PS", (k + j,), "C", given, tuple(daz(x) for x in given), new, "fma32 daz ftz")
+        dst = new
+    return dst
 
 
-def vdpbf16ps_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
+def vdpbf16ps_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, trace=None) -> np.ndarray:
     """``C + A @ B`` through VDPBF16PS, one accumulator per element, K in pairs."""
     K = A.shape[1]
     kg = K + K % 2
-    a = pad_k(daz(instr.a.decode(A)), 1, kg)
-    b = pad_k(daz(instr.b.decode(B)), 0, kg)
-    C = daz(C)
+    a = pad_k(instr.a.decode(A), 1, kg)
+    b = pad_k(instr.b.decode(B), 0, kg)
+    if trace is not None:
+        trace.start(C, "f32")
     for k in range(0, kg, 2):
-        C = vdpbf16ps(C, a[:, k : k + 2][:, None, :], b[k : k + 2].T[None, :, :])
+        C = vdpbf16ps(C, a[:, k : k + 2][:, None, :], b[k : k + 2].T[None, :, :], trace, k)
+        if trace is not None:
+            trace.state(min(k + 2, K), C)
     return C

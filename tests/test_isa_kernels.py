@@ -1,0 +1,218 @@
+"""The other CPUs' kernels beyond the microkernel tester: int32 saturation mid-chain, denormals,
+signed zeros and special values, the fast-path proof, the caller's MXCSR, binary16 C, and the
+bodies compiled for AVX2-only and generic x86-64 targets (run on this host)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import assert_bits
+from fpenv import DAZ, FTZ, X86, get_mxcsr, mxcsr_flags
+
+import tilegemm
+from tilegemm import instructions, plan, reference
+
+INT_MAX = 2**31 - 1
+
+
+def _ref(a, b, dtype, isa, c=None):
+    return reference.matmul(a, b, dtype, c=c, isa=isa)
+
+
+@pytest.mark.parametrize("dtype", ["u8s8", "s8s8"])
+@pytest.mark.parametrize("tiling,threads", [("1x1", 1), ("2x3", 2)])
+def test_int32_saturation_mid_chain(dtype, tiling, threads):
+    """C next to both int32 limits, K across several kernel passes: each C element's running sum
+    clips where VPDPBUSDS clips, and only there."""
+    rng = np.random.default_rng(11)
+    instr = instructions.resolve("avx512_vnni_sat", dtype)[2]
+    a, b = instr.sample(40, 64 * 9 + 5, 35, rng)
+    c = rng.choice([INT_MAX - 3000, INT_MAX - 40000, -INT_MAX + 1000, -INT_MAX + 50000, 5], (40, 35))
+    c = c.astype(np.int32)
+    want = _ref(a, b, dtype, "avx512_vnni_sat", c)
+    wrap = _ref(a, b, dtype, "avx512_vnni", c)
+    assert (want != wrap).mean() > 0.1  # the data does saturate, and not everywhere
+    for isa in ("avx512_vnni_sat", "avx_vnni_sat"):
+        out = c.copy()
+        tilegemm.matmul(a, b, dtype, tiling, isa=isa, out=out, accumulate=True, threads=threads)
+        assert_bits(out, want, f"{isa} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", ["u8s8", "s8s8"])
+def test_avx2_accumulates_and_batches(dtype):
+    rng = np.random.default_rng(12)
+    instr = instructions.resolve("avx2", dtype)[2]
+    a, b = instr.sample(3 * 21, 77, 30, rng)
+    a = a.reshape(3, 21, 77)
+    c = rng.integers(-(2**31), 2**31, (3, 21, 30)).astype(np.int32)
+    want = np.stack([_ref(a[i], b, dtype, "avx2", c[i]) for i in range(3)])
+    out = c.copy()
+    tilegemm.matmul(a, tilegemm.pack(b, dtype, "avx2"), out=out, accumulate=True)
+    assert_bits(out, want, "batched accumulate")
+
+
+POOL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-133, -(2.0**-130), 2.0**-70, 3.0e38, -1.0, 1.5])
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_fp32_fma_specials_denormals_and_zeros(dtype):
+    rng = np.random.default_rng(13)
+    a = rng.choice(POOL, (20, 45))
+    b = rng.choice(POOL, (45, 19))
+    assert_bits(tilegemm.matmul(a, b, dtype, isa="fp32_fma"), _ref(a, b, dtype, "fp32_fma"), "specials")
+    c = rng.choice(np.float32([0.0, -0.0, 2.0**-140, -(2.0**-149), 1.0, np.nan]), (20, 19))
+    out = c.copy()
+    tilegemm.matmul(a, b, dtype, isa="fp32_fma", out=out, accumulate=True)
+    assert_bits(out, _ref(a, b, dtype, "fp32_fma", c), "specials from a denormal C")
+
+
+@pytest.mark.parametrize("k,sign", [(1, True), (2, True), (31, True), (33, True), (32, True)])
+@pytest.mark.parametrize("isa,dtype", [("fp32_fma", "bf16"), ("avx512_fp16", "fp16")])
+def test_minus_zero_survives_padding(isa, dtype, k, sign):
+    """A -0 C with -0 products stays -0 whatever K: the K padding is an exact no-op."""
+    acc = instructions.resolve(isa, dtype)[2].acc
+    out = np.full((1, 1), -0.0, acc)
+    tilegemm.matmul(np.full((1, k), -0.0), np.ones((k, 1)), dtype, isa=isa, out=out, accumulate=True)
+    assert out[0, 0] == 0 and bool(np.signbit(out[0, 0])) == sign
+    out = np.full((3, 2), -0.0, acc)
+    tilegemm.matmul(np.full((3, k), 2.0), np.zeros((k, 2)), dtype, isa=isa, out=out, accumulate=True)
+    assert not np.signbit(out).any()  # +0 products: -0 + +0 = +0
+
+
+def test_fp32_fma_proof_refuses_denormals(monkeypatch):
+    seen = []
+    real = plan.fast_path_ok
+    monkeypatch.setattr(plan, "fast_path_ok", lambda *a: seen.append(real(*a)) or seen[-1])
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((17, 40))
+    b = rng.standard_normal((40, 9))
+    tilegemm.matmul(a, b, "bf16", isa="fp32_fma")
+    a[3, 5] = 2.0**-130  # a BF16 denormal, kept by this path
+    got = tilegemm.matmul(a, b, "bf16", isa="fp32_fma")
+    out = np.full((17, 9), 2.0**-140, np.float32)  # a denormal C
+    tilegemm.matmul(a[:, :1] * 0 + 1, b[:1], "bf16", isa="fp32_fma", out=out, accumulate=True)
+    assert seen == [True, False, False]
+    assert_bits(got, _ref(a, b, "bf16", "fp32_fma"), "denormal input")
+    assert got[3].view(np.uint32).tolist() != tilegemm.matmul(a, b, "bf16")[3].view(np.uint32).tolist()
+
+
+def test_fp16_accumulator_specials_and_out():
+    rng = np.random.default_rng(15)
+    pool = np.float16([0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-24, 65504.0, -65504.0, 300.0, 1.0, -1.5])
+    a = rng.choice(pool, (21, 40))
+    b = rng.choice(pool, (40, 18))
+    got = tilegemm.matmul(a, b, "fp16", isa="avx512_fp16")
+    assert got.dtype == np.float16
+    assert_bits(got, _ref(a, b, "fp16", "avx512_fp16"), "specials")
+    c = rng.choice(pool, (21, 18))
+    out = c.copy()
+    tilegemm.matmul(a, b, "fp16", isa="avx512_fp16", out=out, accumulate=True)
+    assert_bits(out, _ref(a, b, "fp16", "avx512_fp16", c), "accumulate from binary16 C")
+    with pytest.raises(ValueError, match="out has dtype float32, but dtype 'fp16' returns float16"):
+        tilegemm.matmul(a, b, "fp16", isa="avx512_fp16", out=np.zeros((21, 18), np.float32), accumulate=True)
+
+
+@pytest.mark.skipif(not X86, reason="MXCSR exists on x86 only")
+@pytest.mark.parametrize("force_exact", [False, True])
+def test_caller_ftz_daz_does_not_change_bits(force_exact, monkeypatch):
+    if force_exact:
+        monkeypatch.setattr(plan, "fast_path_ok", lambda *args: False)
+    rng = np.random.default_rng(16)
+    runs = []
+    for isa in ("fp32_fma", "avx512_fp16", "avx2", "avx512_vnni_sat"):
+        for dtype, instr in instructions.PROFILES[isa].dtypes.items():
+            a, b = instr.sample(20, 70, 19, rng)
+            if instr.is_float:
+                a = a * np.float32(2.0**-6)  # products near the bottom of binary16 and BF16 denormals
+                a[0, :3] = [2.0**-133, -(2.0**-140), 2.0**-20]
+            runs.append((a, b, dtype, isa))
+    want = [tilegemm.matmul(a, b, d, isa=i, threads=1) for a, b, d, i in runs]
+    before = get_mxcsr()
+    with mxcsr_flags(FTZ | DAZ):
+        got = [tilegemm.matmul(a, b, d, isa=i, threads=1) for a, b, d, i in runs]
+        assert get_mxcsr() & (FTZ | DAZ) == FTZ | DAZ
+    assert get_mxcsr() == before
+    for g, w, (a, b, d, i) in zip(got, want, runs):
+        assert_bits(g, w, f"{i} {d} under caller FTZ|DAZ")
+        assert_bits(w, _ref(a, b, d, i), f"{i} {d}")
+
+
+# -- the bodies compiled for other targets, run here -----------------------------------------
+
+_CROSS = r"""
+import sys, numpy as np, tilegemm
+from tilegemm import plan, reference
+from tilegemm.kernels import targets
+print(targets.target_class())
+rng = np.random.default_rng(3)
+bad = []
+def check(a, b, dtype, isa, c=None):
+    acc = tilegemm.instructions.resolve(isa, dtype)[2].acc
+    out = np.zeros((a.shape[0], b.shape[1]), acc) if c is None else c.copy()
+    tilegemm.matmul(a, b, dtype, "2x2", isa=isa, out=out, accumulate=True, threads=1)
+    want = reference.matmul(a, b, dtype, c=c, isa=isa)
+    if not tilegemm.bitdiff(out, want).identical:
+        bad.append((isa, dtype, a.shape, b.shape))
+for dtype in sys.argv[2].split(","):
+    isa, d = dtype.split(":")
+    instr = tilegemm.instructions.resolve(isa, d)[2]
+    for m, k, n in [(37, 131, 45), (16, 64, 16), (5, 3, 7)]:
+        a, b = instr.sample(m, k, n, rng)
+        check(a, b, d, isa)
+        if instr.acc.kind == "i":
+            c = rng.choice([2**31 - 5000, -(2**31) + 5000, 7], (m, n)).astype(np.int32)
+            check(a, b, d, isa, c)
+        else:
+            pool = np.array([0.0, -0.0, np.inf, np.nan, 2.0**-24, 60000.0, 1.0, -3.5, 2.0**-133])
+            check(rng.choice(pool, (m, k)), rng.choice(pool, (k, n)), d, isa)
+            if isa == "fp32_fma":
+                plan.fast_path_ok = lambda *x: False
+                check(a, b, d, isa)
+print("BAD", bad)
+"""
+
+# Each body's other emitters (the float FMA body differs only in vector width, and the +128
+# shift is applied before any emitter runs, so one dtype each is enough).
+_TARGETS = {
+    # AVX2 + FMA + F16C: VPMADDUBSW/VPMADDWD on ymm, F16C conversions, 8-wide float bodies.
+    "haswell": ("+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16", "avx2:s8s8,avx512_fp16:fp16"),
+    # AVX-512 without VNNI: VPDPBUSDS's portable form on 16 lanes.
+    "skylake-avx512": (
+        "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16,+avx512f,+avx512cd,+avx512bw,+avx512dq,+avx512vl",
+        "avx512_vnni_sat:u8s8",
+    ),
+    # x86-64 baseline: every body in generic IR, binary16 by integer operations.
+    "x86-64": ("+64bit,+sse,+sse2,+cx8,+fxsr,+mmx,+cmov", "avx512_vnni_sat:s8s8,avx2:u8s8,avx512_fp16:fp16"),
+}
+
+
+@pytest.mark.skipif(not X86, reason="runs x86 code compiled for older x86 targets")
+@pytest.mark.parametrize("cpu", list(_TARGETS))
+def test_bodies_for_other_targets(cpu):
+    features, cases = _TARGETS[cpu]
+    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=features)
+    done = subprocess.run([sys.executable, "-c", _CROSS, cpu, cases], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.split("\n")
+    assert lines[0] == {"haswell": "avx2", "skylake-avx512": "avx512", "x86-64": "generic"}[cpu]
+    assert "BAD []" in done.stdout, done.stdout
+
+
+def test_host_bodies_use_the_instructions_they_emulate():
+    """Where the compile target has VPDPBUSDS / VPMADDUBSW / F16C, the bodies are those
+    instructions (and FMAs stay vector FMAs); elsewhere the portable code runs (tested above)."""
+    from tilegemm import inspect
+    from tilegemm.kernels import targets
+
+    have = targets.target_features()
+    sat = inspect.asm("u8s8", "1x1", "avx512_vnni_sat")
+    assert ("vpdpbusds" in sat) == ({"+avx512f", "+avx512bw", "+avx512vnni"} <= have)
+    pairs = inspect.asm("s8s8", "1x1", "avx2")
+    if "+avx2" in have:
+        assert "vpmaddubsw" in pairs and ("vpmaddwd" in pairs or "vpdpwssd" in pairs)
+    r = inspect.vector_report("bf16", "1x1", "fp32_fma")
+    assert r.vectorized and r.scalar_fma == 0 and r.vector_fma >= 4 * 32

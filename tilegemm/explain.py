@@ -1,0 +1,701 @@
+"""``explain``: how many outputs two ``isa=`` profiles give different bits for, and why.
+
+:func:`explain` runs both profiles on the caller's operands (the fast kernels), counts the
+outputs whose bits differ and summarises the differences, then replays one differing output's
+operation sequence in both profiles through the readable reference with a trace
+(:mod:`tilegemm.reference.trace`) and names the first step where they part:
+
+- ``"int16 saturation"``: a VPMADDUBSW pair left int16 (``avx2``), at K index k;
+- ``"int32 saturation"``: VPDPBUSDS clipped the running sum where the other profile wrapped;
+- ``"denormal flush (DAZ)"`` / ``"denormal flush (FTZ)"``: a denormal input read as zero, or a
+  tiny result written as zero (AMX, VDPBF16PS), where the other profile kept it;
+- ``"fp16 accumulator overflow"`` / ``"fp16 accumulator rounding"``: the binary16 accumulator of
+  ``avx512_fp16`` overflowed, or rounded away bits a binary32 accumulator kept;
+- ``"overflow"``: a binary32 result overflowed in one profile only;
+- ``"rounding order"``: the same exact products summed in another grouping (AMX's even/odd
+  chains per tile step against one chain, VDPBF16PS's odd-first pairs ...).
+
+It also builds a minimal reproducer: the few K elements (and the accumulator value) that part the
+two profiles on their own, checked by running both kernels on them.
+
+Nothing here computes a result of its own: the kernels and the reference do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from . import instructions
+from .api import matmul
+from .compare import BitDiff, bitdiff
+
+__all__ = ["explain", "default_dtype", "Explanation", "Verdict", "Reproducer", "CAUSES"]
+
+#: The causes :func:`explain` names, most specific first.
+CAUSES = (
+    "int16 saturation",
+    "int32 saturation",
+    "denormal flush (DAZ)",
+    "denormal flush (FTZ)",
+    "fp16 accumulator overflow",
+    "overflow",
+    "fp16 accumulator rounding",
+    "rounding order",
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why one output differs: the ``cause`` (:data:`CAUSES`), the K index ``k`` of the
+    operation where the profiles part, the profile ``isa`` whose operation it is (None for a
+    rounding-order difference, which is both profiles'), and a sentence."""
+
+    cause: str
+    k: int | None
+    isa: str | None
+    detail: str
+
+    def __str__(self) -> str:
+        at = f" at K index {self.k}" if self.k is not None else ""
+        who = f" in {self.isa}" if self.isa is not None else ""
+        return f"{self.cause}{at}{who}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Reproducer:
+    """A 1 x k problem that parts the two profiles on its own: ``a`` (1 x k), ``b`` (k x 1),
+    the accumulator start ``c`` (None: from zero), and what each profile returns for it.
+    ``k_index`` says which K indices of the original output its elements are."""
+
+    a: np.ndarray
+    b: np.ndarray
+    c: object
+    dtype: str
+    isa: tuple[str, str]
+    results: tuple
+    k_index: tuple[int, ...]
+
+    def code(self) -> str:
+        """Python that reproduces it."""
+        a_dt, b_dt = self.a.dtype, self.b.dtype
+
+        def arr(x, dt):
+            vals = [_num(v) for v in x.reshape(-1)]
+            shape = x.shape
+            return f"np.array({vals}, {_np_name(dt)}).reshape{shape}"
+
+        lines = ["import numpy as np, tilegemm", f"a = {arr(self.a, a_dt)}", f"b = {arr(self.b, b_dt)}"]
+        for isa, r in zip(self.isa, self.results):
+            acc = instructions.resolve(isa, self.dtype)[2].acc
+            if self.c is None:
+                lines.append(f"tilegemm.matmul(a, b, {self.dtype!r}, isa={isa!r})  # {_show(r, acc)}")
+            else:
+                lines.append(
+                    f"tilegemm.matmul(a, b, {self.dtype!r}, isa={isa!r}, out=np.array([[{_num(self.c)}]], "
+                    f"{_np_name(acc)}), accumulate=True)  # {_show(r, acc)}"
+                )
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What :func:`explain` found. ``str()`` of it is the full report."""
+
+    dtype: str
+    isa: tuple[str, str]
+    shape: tuple[int, int, int]
+    diff: BitDiff
+    distribution: dict
+    index: tuple[int, int] | None
+    values: tuple
+    verdict: Verdict | None
+    traces: tuple | None = None
+    span: tuple[int, int] | None = None
+    reproducer: Reproducer | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def replay(self, max_rows: int = 28) -> str:
+        """The two profiles' operations for the chosen output, side by side, around the step
+        where they part (rows with an event are always shown)."""
+        if self.traces is None:
+            return ""
+        return _replay(self, max_rows)
+
+    def __str__(self) -> str:
+        x, y = self.isa
+        M, K, N = self.shape
+        lines = [f"explain: dtype={self.dtype!r}, isa={x!r} vs {y!r}, M x K x N = {M} x {K} x {N}"]
+        if instructions.same_bits(x, y):
+            lines.append(f"{x} and {y} are encodings of the same instructions: identical bits by definition")
+        d = self.diff
+        lines.append(f"outputs whose bits differ: {d.count} of {d.total} ({d.share:.2%})")
+        for key, value in self.distribution.items():
+            lines.append(f"  {key}: {value}")
+        if self.index is None:
+            return "\n".join(lines + list(self.notes))
+        acc = [instructions.resolve(i, self.dtype)[2].acc for i in self.isa]
+        vals = ", ".join(f"{i} {_show(v, a)}" for i, v, a in zip(self.isa, self.values, acc))
+        lines.append(f"output C[{self.index[0]}, {self.index[1]}]: {vals}")
+        if self.verdict is not None:
+            lines.append(f"first parting: {self.verdict}")
+        if self.traces is not None:
+            lines.append("replay:")
+            lines.append(self.replay())
+        if self.reproducer is not None:
+            lines.append(f"minimal reproducer (K indices {list(self.reproducer.k_index)} of this output):")
+            lines.extend("  " + ln for ln in self.reproducer.code().split("\n"))
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def explain(a, b, dtype=None, isa=("amx", "avx2"), *, index=None, c=None, reproduce=True, **switches) -> Explanation:
+    """Run two ``isa=`` profiles on the same operands and say where and why their bits differ.
+
+    Parameters
+    ----------
+    a, b : array_like, 2-D (M x K and K x N)
+        The operands, converted to ``dtype`` once as :func:`tilegemm.matmul` converts them.
+    dtype : str, optional
+        A dtype both profiles take (default: :func:`default_dtype`, the first of ``isa[0]``'s
+        dtypes that ``isa[1]`` takes).
+    isa : (str, str)
+        The two profiles (:data:`tilegemm.instructions.ISAS`).
+    index : (int, int), optional
+        The output to replay; default the first (row-major) whose bits differ.
+    c : array_like, optional
+        A starting C (M x N) for both, as with ``out=``/``accumulate=True``; it is converted to
+        each profile's result dtype (a ``ValueError`` where that would not be exact).
+    reproduce : bool
+        Build a minimal reproducer (a few dozen extra kernel calls on tiny problems).
+    **switches
+        Switches of the instructions (:attr:`tilegemm.instructions.Instruction.switches`).
+
+    Returns
+    -------
+    Explanation
+        ``str()`` gives the report; the fields hold the counts, the verdict, the traces and the
+        reproducer.
+
+    Examples
+    --------
+    >>> import numpy as np, tilegemm
+    >>> e = tilegemm.explain(np.uint8([[255, 255]]), np.int8([[127], [127]]), "u8s8", isa=("amx", "avx2"))
+    >>> e.verdict.cause, e.verdict.k, e.values
+    ('int16 saturation', 0, (64770, 32767))
+    """
+    x, y = _pair(isa)
+    dtype = default_dtype(x, y) if dtype is None else dtype
+    _, name, ix = instructions.resolve(x, dtype)
+    _, _, iy = instructions.resolve(y, dtype)
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"explain takes 2-D operands (M x K and K x N), got shapes {a.shape} and {b.shape}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"explain: inner dimensions do not match: a has shape {a.shape} and b has shape {b.shape}")
+    M, K = a.shape
+    N = b.shape[1]
+    cx = cy = None
+    if c is not None:
+        cx, cy = (_start(c, i.acc, (M, N), p) for i, p in ((ix, x), (iy, y)))
+    rx = _run(a, b, name, x, cx, switches)
+    ry = _run(a, b, name, y, cy, switches)
+    wx, wy = _common(rx), _common(ry)
+    d = bitdiff(wx, wy)
+    dist = _distribution(wx, wy, a, b, name, ix, iy, (x, y), c is None)
+    if index is None:
+        index = d.first
+    elif not (
+        isinstance(index, tuple | list) and len(index) == 2 and all(isinstance(i, int | np.integer) for i in index)
+    ):
+        raise ValueError(f"index must be a pair (m, n) of integers, got {index!r}")
+    elif not (0 <= index[0] < M and 0 <= index[1] < N):
+        raise ValueError(f"index {tuple(index)} is outside the {M} x {N} result")
+    if index is None:
+        return Explanation(name, (x, y), (M, K, N), d, dist, None, (), None)
+    m, n = (int(i) for i in index)
+    values = (_num(rx[m, n]), _num(ry[m, n]))
+    # The operands as the instructions read them (BF16/FP16 values, 8-bit integers): the
+    # conversion is idempotent, and the reproducer then shows the values that matter.
+    a = ix.a.to_element(a, "a", name) if not ix.a.is_float else ix.a.decode(ix.a.to_codes(a, "a", name))
+    b = ix.b.to_element(b, "b", name) if not ix.b.is_float else ix.b.decode(ix.b.to_codes(b, "b", name))
+    if _same(values[0], values[1]):
+        note = (f"output C[{m}, {n}] has the same bits in both profiles",)
+        return Explanation(name, (x, y), (M, K, N), d, dist, (m, n), values, None, notes=note)
+    row, col = a[m : m + 1], b[:, n : n + 1]
+    starts = (None if cx is None else cx[m, n], None if cy is None else cy[m, n])
+    tx, ty = (_trace(row, col, name, p, s, switches) for p, s in zip((x, y), starts))
+    _check(tx, values[0], x)
+    _check(ty, values[1], y)
+    verdict, span = _verdict((tx, ty), (x, y), (ix, iy))
+    repro = (
+        _reproducer(row, col, starts, name, (x, y), (ix, iy), (tx, ty), verdict, span, switches) if reproduce else None
+    )
+    return Explanation(name, (x, y), (M, K, N), d, dist, (m, n), values, verdict, (tx, ty), span, repro)
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+def default_dtype(x: str, y: str) -> str:
+    """The first dtype of profile ``x`` that profile ``y`` takes too (``ValueError``: none)."""
+    px, py = instructions.profile(x), instructions.profile(y)
+    common = [d for d in px.dtypes if d in py.names()]
+    if not common:
+        raise ValueError(
+            f"isa={x!r} and isa={y!r} take no dtype in common ({', '.join(px.names())} / {', '.join(py.names())})"
+        )
+    return common[0]
+
+
+def _pair(isa) -> tuple[str, str]:
+    if isinstance(isa, str) or not isinstance(isa, tuple | list) or len(isa) != 2:
+        raise ValueError(f"isa must be a pair of profiles, e.g. ('amx', 'avx2'), got {isa!r}")
+    for i in isa:
+        instructions.profile(i)  # ValueError listing the valid ones
+    return str(isa[0]), str(isa[1])
+
+
+def _start(c, acc, shape, isa) -> np.ndarray:
+    c = np.asarray(c)
+    if c.shape != shape:
+        raise ValueError(f"c has shape {c.shape}, but the result has shape {shape}")
+    with np.errstate(all="ignore"):
+        conv = c.astype(acc)
+        back = conv.astype(c.dtype)
+    same = (back == c) | (np.isnan(back.astype(np.float64)) & np.isnan(c.astype(np.float64)))
+    if not same.all():
+        bad = tuple(int(i) for i in np.argwhere(~same)[0])
+        raise ValueError(
+            f"c[{bad[0]}, {bad[1]}] = {c[bad].item()!r} is not exactly a {acc} value, the accumulator of isa={isa!r}; "
+            f"round c to {acc} first"
+        )
+    return conv
+
+
+def _run(a, b, dtype, isa, c, switches):
+    if c is None:
+        return matmul(a, b, dtype, isa=isa, **switches)
+    out = c.copy()
+    return matmul(a, b, dtype, isa=isa, out=out, accumulate=True, **switches)
+
+
+def _common(r: np.ndarray) -> np.ndarray:
+    """A result in a dtype both sides can be compared in (binary16 widens exactly)."""
+    return r.astype(np.float32) if r.dtype == np.float16 else r
+
+
+def _trace(row, col, dtype, isa, start, switches):
+    from . import reference  # imported on first use: ``import tilegemm`` stays light
+
+    t = reference.trace.Trace()
+    c = None if start is None else np.asarray(start).reshape(1, 1)
+    reference.matmul(row, col, dtype, c=c, isa=isa, trace=t, **switches)
+    return t
+
+
+def _check(t, value, isa):
+    if not _same(t.result, value):
+        raise RuntimeError(f"the reference's trace for isa={isa!r} ends at {t.result!r}, the kernel gave {value!r}")
+
+
+def _num(v):
+    v = np.asarray(v).reshape(-1)[0] if np.ndim(v) else v
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    return float(v)
+
+
+def _same(u, v) -> bool:
+    if isinstance(u, float) or isinstance(v, float):
+        u, v = float(u), float(v)
+        if math.isnan(u) or math.isnan(v):
+            return math.isnan(u) and math.isnan(v)
+        return u == v and math.copysign(1, u) == math.copysign(1, v)
+    return u == v
+
+
+# -- distribution ------------------------------------------------------------------------------
+
+
+def _distribution(wx, wy, a, b, dtype, ix, iy, isas, from_zero=True) -> dict:
+    out: dict = {}
+    if wx.dtype.kind in "iu":
+        delta = wy.astype(np.int64) - wx.astype(np.int64)
+        dd = delta[delta != 0]
+        if dd.size:
+            median, mean = int(np.median(dd)), np.abs(dd).mean()
+            text = f"min {dd.min()}, median {median}, max {dd.max()}, mean |difference| {mean:.4g}"
+            out[f"{isas[1]} - {isas[0]}"] = text
+            hist = _log2_histogram(np.abs(dd))
+            out["|difference| by power of two"] = hist
+        return out
+    fx, fy = wx.astype(np.float64), wy.astype(np.float64)
+    both = np.isfinite(fx) & np.isfinite(fy)
+    diff_mask = both & (fx != fy)
+    if diff_mask.any():
+        rel = np.abs(fy - fx)[diff_mask] / np.maximum(np.abs(fx[diff_mask]), np.abs(fy[diff_mask]))
+        out["relative difference where they differ"] = (
+            f"median {np.median(rel):.3g}, max {rel.max():.3g}; {_ulps(wx, wy, diff_mask)} binary32 ulps apart at most"
+        )
+    nan = np.isnan(fx) != np.isnan(fy)
+    if nan.any():
+        out["NaN in one profile only"] = int(nan.sum())
+    if not from_zero:
+        return out
+    # Error against a binary64 product of the same (rounded) operands, per profile.
+    a64 = ix.a.decode(ix.a.to_codes(a, "a", dtype)).astype(np.float64)
+    b64 = ix.b.decode(ix.b.to_codes(b, "b", dtype)).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = a64 @ b64
+        errs = []
+        for name, w in zip(isas, (fx, fy)):
+            ok = np.isfinite(ref) & np.isfinite(w)
+            errs.append(f"{name} {np.abs(w[ok] - ref[ok]).mean():.4g}" if ok.any() else f"{name} -")
+    out["mean |error| against a binary64 product (C = 0)"] = ", ".join(errs)
+    return out
+
+
+def _ulps(wx, wy, mask) -> int:
+    x = wx.astype(np.float32)[mask].view(np.int32).astype(np.int64)
+    y = wy.astype(np.float32)[mask].view(np.int32).astype(np.int64)
+    x = np.where(x < 0, -(x & 0x7FFFFFFF), x)
+    y = np.where(y < 0, -(y & 0x7FFFFFFF), y)
+    return int(np.abs(x - y).max()) if x.size else 0
+
+
+def _log2_histogram(v: np.ndarray) -> str:
+    e = np.floor(np.log2(v.astype(np.float64))).astype(int)
+    vals, counts = np.unique(e, return_counts=True)
+    return ", ".join(f"2^{k}: {c}" for k, c in zip(vals, counts))
+
+
+# -- the verdict -------------------------------------------------------------------------------
+
+_DEVIATIONS = ("int16 saturation", "int32 saturation")
+
+
+def _verdict(traces, isas, instrs):
+    """(Verdict, (k0, k1)) for one differing output."""
+    if traces[0].fmt == "i32":
+        return _int_verdict(traces, isas)
+    return _float_verdict(traces, isas, instrs)
+
+
+def _first_k(op) -> int | None:
+    return min(op.k) if op.k else None
+
+
+def _int_verdict(traces, isas):
+    """Integer profiles agree with exact arithmetic modulo 2^32 except where they saturate: the
+    earliest saturation (by K) in either trace is where they part."""
+    best = None
+    for t, isa in zip(traces, isas):
+        for op in t.ops:
+            hit = [e for e in op.events if e in _DEVIATIONS]
+            if hit:
+                key = (_first_k(op) if op.k else -1, isas.index(isa))
+                if best is None or key < best[0]:
+                    best = (key, op, isa, hit[0])
+                break
+    if best is None:  # cannot happen for two correct integer profiles
+        return Verdict("rounding order", None, None, "the integer results differ without a saturation"), None
+    _, op, isa, cause = best
+    k0 = _first_k(op) or 0
+    if cause == "int16 saturation":
+        (x0, y0), (x1, y1) = op.given[0], op.given[1]
+        detail = (
+            f"VPMADDUBSW pair (k = {op.k[0]}, {op.k[1]}): {x0} * {y0} + {x1} * {y1} = {op.exact} leaves int16 "
+            f"and saturates to {op.result}"
+        )
+    else:
+        before = op.given[-1]
+        detail = (
+            f"{op.what} quad (k = {op.k[0]} .. {op.k[-1]}): {before} + {op.exact - before} = {op.exact} leaves "
+            f"int32 and saturates to {op.result}, where wrapping arithmetic gives {_wrap32(op.exact)}"
+        )
+    return Verdict(cause, k0, isa, detail), (k0, max(op.k) + 1)
+
+
+def _wrap32(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def _span_ops(t, k0: int, k1: int):
+    states = t.boundaries()
+    lo = states[k0].op if k0 in states else -1
+    return t.ops[lo + 1 : states[k1].op + 1]
+
+
+def _float_verdict(traces, isas, instrs):
+    tx, ty = traces
+    bx, by = tx.boundaries(), ty.boundaries()
+    common = sorted(set(bx) & set(by))
+    prev = common[0]
+    span = None
+    for k in common:
+        if not _same(bx[k].value, by[k].value):
+            span = (prev, k)
+            break
+        prev = k
+    if span is None:  # only the last state differs (cannot happen: the end is a boundary of both)
+        span = (common[0], common[-1])
+    k0, k1 = span
+    ops = [_span_ops(t, k0, k1) for t in traces]
+    gap = abs(Fraction(bx[k1].value) - Fraction(by[k1].value)) if _finite(bx[k1].value, by[k1].value) else None
+
+    def first(kinds, rule=None):
+        found = []
+        for i, (t_ops, isa) in enumerate(zip(ops, isas)):
+            for op in t_ops:
+                if any(e in kinds for e in op.events) and (rule is None or op.rule == rule):
+                    found.append((_first_k(op) if op.k else k0, i, op, isa))
+                    break
+        return min(found, key=lambda f: (f[0], f[1])) if found else None
+
+    hit = first(("overflow",), "fma16")
+    if hit:
+        k, _, op, isa = hit
+        return Verdict(
+            "fp16 accumulator overflow",
+            k,
+            isa,
+            f"{op.what}: {_fmt_exact(op)} is beyond binary16's range (|x| >= 65520) and becomes {op.result}",
+        ), span
+    hit = first(("overflow",))
+    if hit:
+        k, _, op, isa = hit
+        return Verdict("overflow", k, isa, f"{op.what}: {_fmt_exact(op)} overflows binary32 to {op.result}"), span
+    for kind, cause in (("DAZ", "denormal flush (DAZ)"), ("FTZ", "denormal flush (FTZ)")):
+        hit = first((kind,))
+        if hit and _flush_matters(hit[2], kind, gap):
+            k, _, op, isa = hit
+            if kind == "DAZ":
+                given = ", ".join(_fmt_f(g) for g, r in zip(op.given, op.read) if g != r)
+                detail = f"{op.what} reads the denormal {given} as zero; the other profile keeps it"
+            else:
+                detail = f"{op.what}: {_fmt_exact(op)} is tiny (below 2^-126) and written as zero; the other keeps it"
+            return Verdict(cause, k, isa, detail), span
+    f16 = [i for i, ins in enumerate(instrs) if ins.acc == np.float16]
+    if len(f16) == 1:
+        i = f16[0]
+        for op in ops[i]:
+            if "rounding" in op.events:
+                k = _first_k(op) if op.k else k0
+                return Verdict(
+                    "fp16 accumulator rounding",
+                    k,
+                    isas[i],
+                    f"{op.what}: {_fmt_exact(op)} rounds to {_fmt_f(op.result)} in the binary16 accumulator, "
+                    f"where a binary32 accumulator keeps more bits",
+                ), span
+    sx, sy = instrs[0].summary, instrs[1].summary
+    detail = (
+        f"the same products, grouped differently over K {k0} .. {k1 - 1}: {isas[0]}: {sx}; {isas[1]}: {sy}; "
+        f"their roundings part there ({_fmt_f(bx[k1].value)} against {_fmt_f(by[k1].value)})"
+    )
+    return Verdict("rounding order", k0, None, detail), span
+
+
+def _finite(*vals) -> bool:
+    return all(math.isfinite(float(v)) for v in vals)
+
+
+def _flush_matters(op, kind, gap) -> bool:
+    """A flush parts the profiles when what it dropped is at least half their difference."""
+    if gap is None:
+        return True
+    if kind == "DAZ":
+
+        def value(v):
+            return v[0] * v[1] + v[2] if len(v) == 3 else v[0] + v[1]
+
+        if not _finite(*op.given):
+            return True
+        lost = value([Fraction(x) for x in op.given]) - value([Fraction(x) for x in op.read])
+    else:
+        lost = op.exact if op.exact is not None else Fraction(0)
+    return abs(lost) * 2 >= gap
+
+
+def _fmt_f(v) -> str:
+    v = float(v)
+    if v == 0 or not math.isfinite(v):
+        return repr(v)
+    e = math.frexp(abs(v))[1] - 1
+    if -20 <= e <= 24:
+        return repr(v)
+    return f"{v!r} (~2^{e})"
+
+
+def _fmt_exact(op) -> str:
+    r = op.read
+    if op.exact is None:
+        return " ".join(_fmt_f(v) for v in r)
+    expr = f"{_fmt_f(r[0])} * {_fmt_f(r[1])} + {_fmt_f(r[2])}" if len(r) == 3 else f"{_fmt_f(r[0])} + {_fmt_f(r[1])}"
+    return f"{expr} = {_fmt_f(float(op.exact))}"
+
+
+# -- the reproducer ----------------------------------------------------------------------------
+
+
+def _reproducer(row, col, starts, dtype, isas, instrs, traces, verdict, span, switches):
+    if verdict is None or span is None:
+        return None
+    K = row.shape[1]
+    if traces[0].fmt == "i32":
+        cand = _int_candidate(row, col, dtype, isas, instrs, traces, verdict, span)
+        return cand if cand is not None else _try(row, col, starts, dtype, isas, tuple(range(K)), switches)
+    k0, k1 = span
+    k1 = min(k1, K)
+    c0 = [t.boundaries()[k0].value for t in traces]
+    keep = list(range(k0, k1))
+    best = _try(row, col, c0, dtype, isas, tuple(keep), switches, verdict.cause)
+    if best is None:  # the span alone does not reproduce: give the whole output
+        return _try(row, col, starts, dtype, isas, tuple(range(K)), switches)
+    best = _shrink(best, row, col, dtype, isas, switches, verdict.cause)
+    if best.c is not None:
+        zero = _try(row, col, None, dtype, isas, best.k_index, switches, verdict.cause)
+        if zero is not None:
+            best = zero
+    return best
+
+
+def _int_candidate(row, col, dtype, isas, instrs, traces, verdict, span):
+    k0, k1 = span
+    K = row.shape[1]
+    ks = tuple(k for k in range(k0, k1) if k < K)
+    if verdict.cause == "int16 saturation":
+        return _try(row, col, None, dtype, isas, ks, {})
+    # int32 saturation: start from the accumulator the saturating profile held before the quad
+    t = traces[isas.index(verdict.isa)]
+    op = next(o for o in t.ops if o.k and min(o.k) == k0 and "int32 saturation" in o.events)
+    before = op.given[-1]
+    if instrs[0].a.storage.kind == "i":  # the reproducer's own compensation is added again
+        before = _wrap32(before + 128 * int(sum(int(col[k, 0]) for k in ks)))
+    return _try(row, col, [before, before], dtype, isas, ks, {})
+
+
+def _try(row, col, starts, dtype, isas, ks, switches, cause=None):
+    """The reproducer on K indices ``ks`` from ``starts`` if both kernels part on it (and, with
+    ``cause``, for the same reason), else None."""
+    if not ks:
+        return None
+    a = np.ascontiguousarray(row[:, list(ks)])
+    b = np.ascontiguousarray(col[list(ks), :])
+    results = []
+    cs = []
+    for isa, s in zip(isas, starts if isinstance(starts, list | tuple) else (starts, starts)):
+        acc = instructions.resolve(isa, dtype)[2].acc
+        c = None if s is None else np.array([[s]], acc)
+        cs.append(c)
+        results.append(_num(_run(a, b, dtype, isa, c, switches)[0, 0]))
+    if _same(results[0], results[1]):
+        return None
+    if cause is not None:
+        tr = [_trace(a, b, dtype, isa, c, switches) for isa, c in zip(isas, cs)]
+        v, _ = _verdict(tr, isas, [instructions.resolve(i, dtype)[2] for i in isas])
+        if v.cause != cause:
+            return None
+    start = None if cs[0] is None else _num(cs[0][0, 0])
+    return Reproducer(a, b, start, dtype, isas, tuple(results), tuple(ks))
+
+
+def _shrink(best, row, col, dtype, isas, switches, cause, budget=120):
+    """Drop K elements (halves, then quarters ... then single ones) while the reproducer still
+    parts the profiles for the same reason."""
+    ks = list(best.k_index)
+    start = best.c
+    chunk = max(1, len(ks) // 2)
+    tries = 0
+    while chunk >= 1 and tries < budget:
+        i = 0
+        changed = False
+        while i < len(ks) and tries < budget:
+            cand = ks[:i] + ks[i + chunk :]
+            tries += 1
+            got = _try(row, col, start, dtype, isas, tuple(cand), switches, cause)
+            if got is not None:
+                ks, best, changed = cand, got, True
+            else:
+                i += chunk
+        if not changed:
+            chunk //= 2
+    return best
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def _np_name(dt) -> str:
+    dt = np.dtype(dt)
+    return "tilegemm.formats.bf16_dtype()" if dt.name == "bfloat16" else f"np.{dt.name}"
+
+
+def _show(v, acc) -> str:
+    acc = np.dtype(acc)
+    if acc.kind in "iu":
+        return f"{int(v)}"
+    bits = np.array([v], acc).view(np.uint16 if acc.itemsize == 2 else np.uint32)[0]
+    return f"{float(v)!r} (0x{int(bits):0{2 * acc.itemsize}x})"
+
+
+def _op_text(op, fmt) -> str:
+    k = "" if not op.k else (f"k={op.k[0]}" if len(op.k) == 1 else f"k={op.k[0]}..{op.k[-1]}")
+    ev = [e for e in op.events if e != "rounding"]
+    if fmt == "i32":
+        body = f"{op.what} -> {op.result}"
+        if op.what.startswith("VPMADDUBSW"):
+            body = f"{op.what} {op.exact} -> {op.result}"
+    else:
+        body = f"{op.what} [{op.chain}] -> {_fmt_f(op.result)}"
+    return f"{k:10} {body}" + (f"  <{', '.join(ev)}>" if ev else "")
+
+
+def _replay(e: Explanation, max_rows: int) -> str:
+    assert e.traces is not None  # a replay exists only where the two profiles differ
+    tx, ty = e.traces
+    k0, k1 = e.span if e.span is not None else (0, e.shape[1])
+    lo = max(0, k0 - 2)
+
+    def rows(t):
+        out = []
+        show = k0 == 0  # an op on C alone goes with the op before it (or the start)
+        for op in t.ops:
+            if op.k:
+                show = max(op.k) >= lo and min(op.k) < k1
+            if show:
+                out.append((_op_text(op, t.fmt), bool([v for v in op.events if v != "rounding"])))
+        return out
+
+    rx, ry = rows(tx), rows(ty)
+    width = 56
+    lines = [f"  {e.isa[0]:<{width}} | {e.isa[1]}"]
+    n = max(len(rx), len(ry))
+    keep = set(range(min(n, 6))) | set(range(max(0, n - 4), n))
+    for i in range(n):
+        if (i < len(rx) and rx[i][1]) or (i < len(ry) and ry[i][1]):
+            keep |= {i - 1, i, i + 1}
+    if n <= max_rows:
+        keep = set(range(n))
+    shown = -1
+    for i in range(n):
+        if i not in keep:
+            continue
+        if shown != -1 and i != shown + 1:
+            lines.append(f"  {'...':<{width}} | ...")
+        left = rx[i][0] if i < len(rx) else ""
+        right = ry[i][0] if i < len(ry) else ""
+        lines.append(f"  {left[:width]:<{width}} | {right}")
+        shown = i
+    bx, by = tx.boundaries(), ty.boundaries()
+    if k1 in bx and k1 in by and tx.fmt != "i32":
+        lines.append(f"  {'after K ' + str(k1) + ': ' + _fmt_f(bx[k1].value):<{width}} | {_fmt_f(by[k1].value)}")
+    return "\n".join(lines)

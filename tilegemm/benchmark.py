@@ -868,6 +868,18 @@ def model_report(m=32768, n=32768, k=32768, dtype="int8", measure=1024, threads=
         "and with a single A and B register every row block reloads the B tiles (2x3: 8 loads per 6 "
         "multiplies where the model counts 5)."
     )
+    ported = model.ports(m, n, k, dtype)
+    sm, sn, sk = ported[0].size
+    out(f"\nside by side: AMX and ACE ({dtype}; ACE runs its counterpart), modelled at M={m} N={n} K={k}, counted")
+    out(
+        f"on the ported kernels at {sm} x {sn} x {sk} "
+        "(AMX: tile loads per tile multiply; ACE: zmm loads per outer product)"
+    )
+    out(f"{'kernel':28} {'dtype':11} {'block':>8} {'bytes/MAC model':>15} {'counted':>8} {'loads':>6} {'ops':>6}")
+    for pr in ported:
+        blk = f"{pr.block[0]}x{pr.block[1]}"
+        nums = f"{pr.modelled:15.4f} {pr.counted:8.4f} {pr.loads:6d} {pr.ops:6d}"
+        out(f"{pr.kernel:28} {pr.dtype:11} {blk:>8} {nums}")
     rows = []
     if measure:
         s = measure

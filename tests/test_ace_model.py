@@ -3,7 +3,7 @@ of the ported kernels (tilegemm.amx.seed, tilegemm.amx.ace_seed)."""
 
 from __future__ import annotations
 
-from tilegemm import model
+from tilegemm import model_ports as model
 from tilegemm.__main__ import main
 
 N = 32768

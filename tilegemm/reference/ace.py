@@ -25,12 +25,14 @@ from __future__ import annotations
 import numpy as np
 from numba import vectorize
 
+from ..ace import E8M0_NAN
 from ..formats import NumberFormat, daz
 from ..kernels import ace as _k
 from ..kernels import exact as _exact
 from .amx import wrap32
 from .binary32 import INDEF, add32_read, add32_x86, fma32_read, fma32_x86
 from .fp8 import FINITE, NAN, POS_INF, fix, kinds
+from .trace import Op
 
 __all__ = [
     "TILE",
@@ -268,18 +270,76 @@ def _steps(instr, A: np.ndarray, B: np.ndarray):
         yield k0, a[:, k0 : k0 + r], b[k0 : k0 + r]
 
 
-def top4_int_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """``C + A @ B`` through TOP4B*D outer products, modulo 2^32. ``A``, ``B``: codes."""
-    for _, a, b in _steps(instr, A, B):
-        C = top4_int_rows(C, a, b, instr.a, instr.b)
+def top4_int_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, trace=None) -> np.ndarray:
+    """``C + A @ B`` through TOP4B*D outer products, modulo 2^32. ``A``, ``B``: codes. ``trace``
+    (:class:`tilegemm.reference.trace.Trace`) records output [0, 0]'s outer products."""
+    K = A.shape[1]
+    if trace is not None:
+        trace.start(C, "i32")
+    for k0, a, b in _steps(instr, A, B):
+        new = top4_int_rows(C, a, b, instr.a, instr.b)
+        if trace is not None:
+            xs = np.asarray(a[0]).view(instr.a.storage).astype(np.int64)
+            ys = np.asarray(b[:, 0]).view(instr.b.storage).astype(np.int64)
+            trace.int_op(instr.mnemonic, range(k0, k0 + instr.group), "C", xs, ys, C, new, "wrap32")
+            trace.state(min(k0 + instr.group, K), new)
+        C = new
     return C
 
 
-def top2bf16_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, ace_top2bf16: str = "sde") -> np.ndarray:
-    """``C + A @ B`` through TOP2BF16PS outer products. ``A``, ``B``: BF16 codes (uint16)."""
+def _bf16_values(codes) -> list[np.float32]:
+    return [np.float32(x) for x in (np.asarray(codes, np.uint16).astype(np.uint32) << 16).view(np.float32)]
+
+
+def _trace_top2bf16(trace, k0: int, a, b, c, result, reading: str) -> None:
+    """Output [0, 0]'s operations in one TOP2BF16PS step, in the reading's order; the last one
+    writes ``result`` (the step's value, from :func:`top2bf16_rows`)."""
+    a0, a1 = _bf16_values(a[0])
+    b0, b1 = _bf16_values(b[:, 0])
+    c = np.float32(c)
+    m0 = np.float32(-0.0)
+    one = np.float32(1.0)
+    what = "TOP2BF16PS"
+    with np.errstate(all="ignore"):
+        if reading == "sde":
+            p0 = fma32_x86(a0, b0, m0)
+            s = fma32_x86(a1, b1, p0)
+            trace.float_op(f"{what} a0*b0", (k0,), "p0", (a0, b0, m0), (a0, b0, m0), p0, "fma32 ftz")
+            trace.float_op(f"{what} a1*b1 + p0", (k0 + 1,), "s", (a1, b1, p0), (a1, b1, p0), s, "fma32 ftz")
+            trace.float_op(f"{what} C + s", (), "C", (c, s), (c, s), result, "add32 ftz")
+        elif reading == "gcc_chain":
+            t = fma32_ieee(a0, b0, c)
+            trace.float_op(f"{what} C + a0*b0", (k0,), "C", (a0, b0, c), (a0, b0, c), t, "fma32")
+            trace.float_op(f"{what} C + a1*b1", (k0 + 1,), "C", (a1, b1, t), (a1, b1, t), result, "fma32")
+        else:
+            given = (a0, a1, b0, b1, c)
+            ra0, ra1, rb0, rb1, rc = (np.float32(daz(x)) for x in given)
+            ieee = reading == "rs"
+            fma = fma32_ieee if ieee else fma32_read
+            p0, p1 = fma(ra0, rb0, m0), fma(ra1, rb1, m0)
+            s = daz(fma32_ieee(p0, one, p1)) if ieee else add32_read(p0, p1)
+            rule = "fma32" if ieee else "fma32 daz ftz"
+            trace.float_op(f"{what} a0*b0", (k0,), "p0", (a0, b0, m0), (ra0, rb0, m0), p0, rule)
+            trace.float_op(f"{what} a1*b1", (k0 + 1,), "p1", (a1, b1, m0), (ra1, rb1, m0), p1, rule)
+            trace.float_op(f"{what} p0 + p1", (), "s", (p0, p1), (p0, p1), s, "add32 daz ftz")
+            trace.float_op(f"{what} C + s", (), "C", (c, s), (rc, s), result, "add32 daz ftz")
+
+
+def top2bf16_gemm(
+    instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, ace_top2bf16: str = "sde", trace=None
+) -> np.ndarray:
+    """``C + A @ B`` through TOP2BF16PS outer products. ``A``, ``B``: BF16 codes (uint16).
+    ``trace`` records output [0, 0]'s operations in the chosen reading's order."""
     C = np.asarray(C, np.float32)
-    for _, a, b in _steps(instr, A, B):
-        C = top2bf16_rows(C, a, b, ace_top2bf16=ace_top2bf16)
+    K = A.shape[1]
+    if trace is not None:
+        trace.start(C, "f32")
+    for k0, a, b in _steps(instr, A, B):
+        new = top2bf16_rows(C, a, b, ace_top2bf16=ace_top2bf16)
+        if trace is not None:
+            _trace_top2bf16(trace, k0, a, b, C[0, 0], new[0, 0], ace_top2bf16)
+            trace.state(min(k0 + instr.group, K), new)
+        C = new
     return C
 
 
@@ -291,16 +351,58 @@ def _scale_codes(instr, scales, M: int, K: int, N: int):
     return sa, sb
 
 
-def top4mx_gemm(instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, scales=None, **switches) -> np.ndarray:
+def _trace_top4mx(trace, instr, k0: int, a, b, sa: int, sb: int, c, result, switches) -> None:
+    """Output [0, 0]'s MX step as two operations: the scaled sum of the four products rounded once
+    (read as its binary64 head and tail; ``exact`` holds the sum, None where a NaN scale, or a NaN
+    or infinite code under ``ace_fp8_specials="ieee_like"``, decides it), then the add into C."""
+    from fractions import Fraction
+
+    one = np.zeros((1, 1), np.float32)
+    s = top4mx_rows(one, a[:1], b[:, :1], [sa], [sb], instr.a, instr.b, **switches)[0, 0]
+    ieee = switches.get("ace_fp8_specials", "arithmetic") == "ieee_like"
+    special = E8M0_NAN in (int(sa), int(sb))
+    if ieee and instr.a.minifloat is not None:
+        ka, kb = kinds(a[:1], instr.a.minifloat), kinds(b[:, :1].T, instr.b.minifloat)
+        special |= bool((ka != FINITE).any() or (kb != FINITE).any())
+    exact, head, tail, events = None, float("nan"), 0.0, ()
+    if not special:
+        xa, xb = _fixes(a[:1], instr.a, True)[0], _fixes(b[:, :1].T, instr.b, True)[0]
+        e = int(sa) + int(sb) - 254 - (_shift(instr.a) + _shift(instr.b))
+        exact = Fraction(int(sum(x * y for x, y in zip(xa, xb)))) * Fraction(2) ** e
+        head = float(exact)
+        tail = float(exact - Fraction(head))
+        if np.isinf(s):
+            events = ("overflow",)
+        elif s == 0 and exact != 0:
+            events = ("FTZ",)
+        elif Fraction(float(s)) != exact:
+            events = ("rounding",)
+    k = tuple(range(k0, k0 + instr.group))
+    what = instr.mnemonic
+    trace.ops.append(Op(f"{what} scaled sum", k, "s", "round once ftz", (head, tail), (head, tail), exact, s, events))
+    c = np.float32(c)
+    trace.float_op(f"{what} C + s", (), "C", (c, s), (np.float32(daz(c)), s), result, "add32 daz ftz")
+
+
+def top4mx_gemm(
+    instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, *, scales=None, trace=None, **switches
+) -> np.ndarray:
     """``C + A @ B`` through TOP4MX*PS outer products. ``A``, ``B``: codes; ``scales``: E8M0
     codes ``(sa (M, blocks), sb (blocks, N))``, either None (1.0). The step at ``k0`` reads block
-    ``k0 // 32`` of each row's and column's scales: one rounding per step, 8 per block."""
+    ``k0 // 32`` of each row's and column's scales: one rounding per step, 8 per block. ``trace``
+    records output [0, 0]'s steps."""
     M, K = A.shape
     sa, sb = _scale_codes(instr, scales, M, K, B.shape[1])
     C = np.asarray(C, np.float32)
+    if trace is not None:
+        trace.start(C, "f32")
     for k0, a, b in _steps(instr, np.asarray(A).view(np.uint8), np.asarray(B).view(np.uint8)):
         block = k0 // instr.scale_block
-        C = top4mx_rows(C, a, b, sa[:, block], sb[block], instr.a, instr.b, **switches)
+        new = top4mx_rows(C, a, b, sa[:, block], sb[block], instr.a, instr.b, **switches)
+        if trace is not None:
+            _trace_top4mx(trace, instr, k0, a, b, sa[0, block], sb[block, 0], C[0, 0], new[0, 0], switches)
+            trace.state(min(k0 + instr.group, K), new)
+        C = new
     return C
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import cfp16, exact, fp8, isa, targets, tiles, vector
+from . import ace, cfp16, exact, fp8, isa, targets, tiles, vector
 from ._cache import stamp_with_dependencies
+from .ace import ACE_BF16_EXACT, ACE_BF16_FAST, ACE_MX_EXACT, ACE_MX_FAST
 from .cfp16 import CFP16_EXACT, CFP16_FAST
 from .fp8 import FP8_EXACT, FP8_FAST
 from .isa import F16ACC, F32FMA_EXACT, F32FMA_FAST, I8SAT, I16PAIRS
@@ -187,6 +188,29 @@ def gemm_fp8_exact(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
     _gemm(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
 
 
+# ACE outer products: a block of 16 steps per tile multiply, C rounded after each step. The MX
+# entries take the switch codes of their dtype (3 for the FP8 forms, 2 for MXINT8), which change no
+# compared bit in the kernels (the FP8 decoding is in the operands); TOP2BF16PS takes ace_top2bf16.
+@njit(cache=True, parallel=True)
+def gemm_ace_mx_fast(A, B, C, ia, ib, k, rows, cols, *codes):
+    _gemm(A, B, C, ia, ib, k, rows, cols, ACE_MX_FAST, codes, 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_ace_mx_exact(A, B, C, ia, ib, k, rows, cols, *codes):
+    _gemm(A, B, C, ia, ib, k, rows, cols, ACE_MX_EXACT, codes, 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_ace_bf16_fast(A, B, C, ia, ib, k, rows, cols, top2bf16):
+    _gemm(A, B, C, ia, ib, k, rows, cols, ACE_BF16_FAST, (top2bf16,), 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_ace_bf16_exact(A, B, C, ia, ib, k, rows, cols, top2bf16):
+    _gemm(A, B, C, ia, ib, k, rows, cols, ACE_BF16_EXACT, (top2bf16,), 1)
+
+
 # The other CPUs' paths (isa.py): VPDPBUSDS, VPMADDUBSW + VPMADDWD + VPADDD, VFMADD231PS (fast
 # under the proof, exact otherwise) and VFMADD231PH (C as binary16 codes).
 @njit(cache=True, parallel=True)
@@ -290,7 +314,11 @@ ENTRY_POINTS = (
     tile_amx,
     tile_cfp16,
     tile_fp8,
+    gemm_ace_mx_fast,
+    gemm_ace_mx_exact,
+    gemm_ace_bf16_fast,
+    gemm_ace_bf16_exact,
 )
-DEPENDENCIES = (tiles, vector, exact, targets, cfp16, fp8, isa)
+DEPENDENCIES = (tiles, vector, exact, targets, cfp16, fp8, ace, isa)
 for _fn in ENTRY_POINTS:
     stamp_with_dependencies(_fn, DEPENDENCIES)

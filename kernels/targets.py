@@ -289,6 +289,16 @@ for _cls, _cf, _f8 in (
     ("generic", Shape(1, 16, 8), Shape(2, 16, 4)),
 ):
     SHAPES[_cls].update(cfp16=_cf, fp8quads=_f8)
+# ACE (ace_mx, ace_bf16): C stays in registers across the outer-product steps of a block. MX: per
+# row 16 float32 C values and two binary64 vectors per step, 8 B vectors per step; BF16: one C
+# vector per row and two B vectors per step (16 zmm: 8 rows; 16 ymm: 2 rows of two vectors).
+for _cls, _mx, _bf in (
+    ("avx512_vnni", Shape(8, 16, 8), Shape(8, 16, 16)),
+    ("avx512", Shape(8, 16, 8), Shape(8, 16, 16)),
+    ("avx2", Shape(2, 16, 4), Shape(2, 16, 8)),
+    ("generic", Shape(2, 16, 4), Shape(2, 16, 8)),
+):
+    SHAPES[_cls].update(ace_mx=_mx, ace_bf16=_bf)
 # The other CPUs' paths (isa.py): one chain per C element that starts from C, so short bodies
 # (4 rows) let the next body's C loads overlap this one's work (8 and 16 rows measured 10-25%
 # slower at n = 1024 on Zen 4); the FP16-accumulator step needs temporaries.

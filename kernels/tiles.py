@@ -27,8 +27,9 @@ variants of the tile multiply:
 Operand layouts are the contract in ``kernels/__init__.py``; the kernel B block is
 ``[pair][even/odd][n]`` float32 (512 values).
 
-AMX-COMPLEX (``cfp16.py``) and AMX-FP8 (``fp8.py``) register their fast and exact bodies here
-(variants CFP16_* and FP8_*); their modules say how each stays exact. Every body receives the
+AMX-COMPLEX (``cfp16.py``), AMX-FP8 (``fp8.py``) and the ACE outer products (``ace.py``) register
+their fast and exact bodies here (variants CFP16_*, FP8_* and ACE_*); their modules say how each
+stays exact. Every body receives the
 call's switch indices (``codes``); the others ignore them.
 """
 
@@ -39,6 +40,16 @@ from numba import njit, types
 from numba.extending import overload
 
 from . import isa
+from .ace import (
+    ACE_BF16_EXACT,
+    ACE_BF16_FAST,
+    ACE_MX_EXACT,
+    ACE_MX_FAST,
+    ace_bf16_exact,
+    ace_bf16_fast,
+    ace_mx_exact,
+    ace_mx_fast,
+)
 from .cfp16 import CFP16_EXACT, CFP16_FAST, cfp16_exact, complex_tile_rows
 from .exact import add32, fma32
 from .fp8 import FP8_EXACT, FP8_FAST, fp8_exact, fp8_tile_rows
@@ -175,6 +186,10 @@ _FLOAT_BODIES = {
     CFP16_EXACT: cfp16_exact,
     FP8_FAST: _fp8_fast,
     FP8_EXACT: fp8_exact,
+    ACE_MX_FAST: ace_mx_fast,
+    ACE_MX_EXACT: ace_mx_exact,
+    ACE_BF16_FAST: ace_bf16_fast,
+    ACE_BF16_EXACT: ace_bf16_exact,
 }
 
 

@@ -22,13 +22,23 @@ DEFAULT = instructions.PROFILES[instructions.DEFAULT_ISA]
 ALL_DTYPES = tuple(DEFAULT.dtypes)
 FLOAT_DTYPES = tuple(d for d, i in DEFAULT.dtypes.items() if i.is_float)
 INT_DTYPES = tuple(d for d, i in DEFAULT.dtypes.items() if not i.is_float)
-#: Every (isa, dtype) any instruction profile defines. Library profiles such as "onednn" run these
-#: kernels inside their own schedule and have their own tests; a profile that is another encoding
-#: of one already listed (``Profile.same_as``: the same records, so the same kernels) is not listed
-#: twice.
-KERNEL_CASES = tuple(
-    (p.name, d) for p in instructions.PROFILES.values() if p.library is None and p.same_as is None for d in p.dtypes
-)
+
+
+def _kernel_cases():
+    """Every (isa, dtype) any instruction profile defines (library profiles such as "onednn" run
+    these kernels inside their own schedule and have their own tests; a profile that is another
+    encoding of one already listed, ``Profile.same_as``, is not listed twice), except where an
+    earlier case runs the same kernels on the same operands: ACE's int8 outer products run AMX's int8 kernels
+    (their references are compared with AMX's in tests/test_ace.py)."""
+    cases: dict = {}
+    for p in instructions.PROFILES.values():
+        if p.library is None and p.same_as is None:
+            for d, i in p.dtypes.items():
+                cases.setdefault((i.kernel, i.a, i.b, i.acc, i.switches, i.scale_block), (p.name, d))
+    return tuple(cases.values())
+
+
+KERNEL_CASES = _kernel_cases()
 SEED_TILINGS = ("1x1", "2x2")  # the seed's two; the kernel tester covers every tiling
 
 

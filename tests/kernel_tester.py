@@ -4,8 +4,12 @@ For a kernel (isa, dtype, tiling) and a path (the fast entry under its proof, or
 entry forced), :meth:`KernelTester.run` multiplies sub-problems of one superblock of C and
 compares the bits with ``tilegemm.reference``:
 
-- K in {1, step - 1, step, step + 1, 2 step, chunk * step + 1}: below, at and above one
-  instruction's K, two instructions, and past one pass of the kernel's K loop;
+- K in {1, step - 1, step, step + 1, 2 step, chunk * block + 1}: below, at and above one
+  instruction's K, two instructions, and past one pass of the kernel's K loop; where one packed
+  block holds several instructions (ACE: 16 outer products), also around one block, and for the MX
+  dtypes around one block of scales (31, 32, 33, 65), those on the superblock's corner shapes;
+- for the MX dtypes, random block scales (E8M0, around 1.0, one NaN scale in A and one in B) with
+  every sub-problem, the prepacked B packed with its scales;
 - M x N: every m <= 16 R and n <= 16 C of the superblock for the seed's tilings; for the others
   every m with n = 16 C, every n with m = 16 R, and a seeded sample of pairs;
 - A and B given as strided and transposed views, and C accumulated from a random start.
@@ -31,19 +35,45 @@ SPAN = 96  # 16 x 6: the largest superblock side of any tiling
 
 @functools.lru_cache(maxsize=None)
 def _problem(isa, dtype, k):
-    """Operands of SPAN x k and k x SPAN, a start C, and the references from 0 and from C."""
+    """Operands of SPAN x k and k x SPAN, their MX block scales (None for other dtypes), a start C,
+    and the references from 0 and from C."""
     rng = np.random.default_rng([k, len(dtype), len(isa)])
     a, b = operands(dtype, (SPAN, k), (k, SPAN), rng, isa)
     i = instr(dtype, isa)
+    sa = sb = None
+    if i.scale_block:
+        blocks = -(-k // i.scale_block)
+        sa = rng.integers(0x70, 0x90, (SPAN, blocks)).astype(np.uint8)
+        sb = rng.integers(0x70, 0x90, (blocks, SPAN)).astype(np.uint8)
+        sa[3, -1] = sb[-1, 5] = 0xFF  # NaN scales: row 3 and column 5 of the last block
     c0 = (rng.standard_normal((SPAN, SPAN)) * 4).astype(i.acc)
-    ref = tilegemm.reference.matmul(a, b, dtype, isa=isa)
-    ref_c = tilegemm.reference.matmul(a, b, dtype, c=c0, isa=isa)
-    return a, b, c0, ref, ref_c
+    ref = tilegemm.reference.matmul(a, b, dtype, isa=isa, scales=_both(sa, sb))
+    ref_c = tilegemm.reference.matmul(a, b, dtype, c=c0, isa=isa, scales=_both(sa, sb))
+    return a, b, sa, sb, c0, ref, ref_c
+
+
+def _both(sa, sb, m=None, n=None):
+    """``scales=`` for the first m rows of A and n columns of B (None where there are none)."""
+    if sa is None:
+        return None
+    return sa[:m], (None if sb is None else sb[:, :n])
 
 
 def k_values(kernel: dispatch.Kernel) -> tuple[int, ...]:
     step = kernel.instruction.k_step
-    return tuple(sorted({1, step - 1, step, step + 1, 2 * step, kernel.k_chunk * step + 1}))
+    return tuple(sorted({1, step - 1, step, step + 1, 2 * step, kernel.k_chunk * kernel.instruction.k_block + 1}))
+
+
+def k_corners(kernel: dispatch.Kernel) -> tuple[int, ...]:
+    """K values run on the corner shapes only: around one packed block where a block holds several
+    instructions, and around one block of MX scales."""
+    i = kernel.instruction
+    ks = set()
+    if i.k_block != i.k_step:
+        ks |= {i.k_block - 1, i.k_block, i.k_block + 1}
+    if i.scale_block:
+        ks |= {i.scale_block - 1, i.scale_block, i.scale_block + 1, 2 * i.scale_block + 1}
+    return tuple(sorted(ks - set(k_values(kernel))))
 
 
 def mn_pairs(kernel: dispatch.Kernel) -> list[tuple[int, int]]:
@@ -68,22 +98,32 @@ class KernelTester:
         assert d.identical, f"{self.name} ({what}) M x N x K = {m} x {n} x {k}: {d}"
 
     def run(self):
-        for k in k_values(self.kernel):
-            a, b, c0, ref, ref_c = _problem(self.isa, self.dtype, k)
-            packed = tilegemm.pack(b, self.dtype, self.isa)
-            for m, n in mn_pairs(self.kernel):
-                got = tilegemm.matmul(a[:m], b[:, :n], self.dtype, self.tiling, isa=self.isa)
+        rows, cols = 16 * self.kernel.rows, 16 * self.kernel.cols
+        corners = [(1, 1), (1, cols), (rows, 1), (rows - 1, cols - 1), (rows, cols)]
+        cases = [(k, mn_pairs(self.kernel)) for k in k_values(self.kernel)]
+        cases += [(k, corners) for k in k_corners(self.kernel)]
+        for k, pairs in cases:
+            a, b, sa, sb, c0, ref, ref_c = _problem(self.isa, self.dtype, k)
+            packed = tilegemm.pack(b, self.dtype, self.isa, scales=sb)
+            for m, n in pairs:
+                got = tilegemm.matmul(
+                    a[:m], b[:, :n], self.dtype, self.tiling, isa=self.isa, scales=_both(sa, sb, m, n)
+                )
                 self._check(got, ref[:m, :n], m, n, k, "sub-problem")
-            rows, cols = 16 * self.kernel.rows, 16 * self.kernel.cols
             # Strided A (every other column of a wider array) and transposed B; the prepacked B.
             wide = np.zeros((rows, 2 * k), a.dtype)
             wide[:, ::2] = a[:rows]
             bt = np.ascontiguousarray(b[:, :cols].T).T
-            got = tilegemm.matmul(wide[:, ::2], bt, self.dtype, self.tiling, isa=self.isa, threads=1)
+            scales = _both(sa, sb, rows, cols)
+            got = tilegemm.matmul(wide[:, ::2], bt, self.dtype, self.tiling, isa=self.isa, threads=1, scales=scales)
             self._check(got, ref[:rows, :cols], rows, cols, k, "strided A, transposed B")
             # The whole span: several superblocks, split between threads.
-            got = tilegemm.matmul(a, packed, tiling=self.tiling, isa=self.isa, threads=self.threads)
+            got = tilegemm.matmul(
+                a, packed, tiling=self.tiling, isa=self.isa, threads=self.threads, scales=_both(sa, None)
+            )
             self._check(got, ref, SPAN, SPAN, k, f"prepacked B, {self.threads} threads")
             out = c0[:rows, :cols].copy()
-            tilegemm.matmul(a[:rows], b[:, :cols], self.dtype, self.tiling, isa=self.isa, out=out, accumulate=True)
+            tilegemm.matmul(
+                a[:rows], b[:, :cols], self.dtype, self.tiling, isa=self.isa, out=out, accumulate=True, scales=scales
+            )
             self._check(out, ref_c[:rows, :cols], rows, cols, k, "accumulate")

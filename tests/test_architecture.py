@@ -138,11 +138,11 @@ def test_kernel_body_variants_are_distinct():
     """Each family's fast body is chosen at compile time by a variant number: two families with
     one number would run each other's arithmetic."""
     from tilegemm import dispatch
-    from tilegemm.kernels import cfp16, fp8, isa, tiles
+    from tilegemm.kernels import ace, cfp16, fp8, isa, tiles
 
     names = {"AMX_EXACT", "AMX_FAST", "AVX512_EXACT", "AVX512_FAST"}
     values = {n: getattr(tiles, n) for n in names}
-    for module in (cfp16, fp8, isa):
+    for module in (cfp16, fp8, isa, ace):
         values.update({n: v for n, v in vars(module).items() if n.isupper() and n.endswith(("_FAST", "_EXACT"))})
     values.update({n: getattr(isa, n) for n in ("I8SAT", "I16PAIRS", "F16ACC")})
     values = {n: v for n, v in values.items() if isinstance(v, int)}

@@ -368,6 +368,21 @@ def test_random_normal_data_takes_the_fast_path_large_values_do_not(monkeypatch)
     assert seen[-1] is True
 
 
+def test_a_packed_b_s_exponents_decide_the_proof():
+    """A packed B's binary64 blocks are ranged by their own exponents (read as binary32 they gave
+    2 for 2^15 and let this call onto the fast path, which loses the 2^-32: 0 instead)."""
+    a = np.full((1, 64), 0x5C, np.uint8)  # E5M2 2^8
+    a[0, 1] = 0x01  # 2^-16
+    b = np.zeros((64, 1), np.uint8)
+    b[:3, 0] = [0x78, 0x01, 0xF8]  # 2^15, 2^-16, -2^15: 2^23 + 2^-32 - 2^23 needs 56 bits
+    p = tilegemm.pack(b, "bf8")
+    assert p.exponent_range("f64", False) == (-16, 15)
+    want = reference.matmul(a, b, "bf8")
+    assert want[0, 0] == np.float32(2.0**-32)
+    assert_bits(tilegemm.matmul(a, p), want, "prepacked")
+    assert_bits(tilegemm.matmul(a, b, "bf8"), want, "packed by the call")
+
+
 def test_prepacked_b_is_shared_by_dtypes_with_its_format():
     rng = np.random.default_rng(5)
     a = rng.standard_normal((20, 70))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import KERNEL_CASES, SEED_TILINGS
-from kernel_tester import KernelTester, k_values, mn_pairs
+from kernel_tester import KernelTester, k_corners, k_values, mn_pairs
 
 from tilegemm import dispatch, plan
 
@@ -42,6 +42,11 @@ def test_tester_covers_the_edges():
     wide = mn_pairs(dispatch.lookup("amx", "s8s8", "1x6"))
     assert {m for m, _ in wide} == set(range(1, 17)) and {n for _, n in wide} == set(range(1, 97))
     assert k_values(dispatch.lookup("amx", "u8u8", "1x1"))[-1] == 64 * k.k_chunk + 1
+    assert k_corners(k) == ()
+    # ACE: an instruction is one K group, 16 to a packed block; MX scales come in blocks of 32.
+    mx = dispatch.lookup("ace", "mxfp8_e4m3", "2x2")
+    assert k_values(mx) == (1, 3, 4, 5, 8, 64 * mx.k_chunk + 1)
+    assert k_corners(mx) == (31, 32, 33, 63, 64, 65)
 
 
 def test_tester_catches_a_wrong_kernel(monkeypatch):

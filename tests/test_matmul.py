@@ -232,6 +232,7 @@ def test_bench_sweep_covers_complex_and_fp8():
         ("CFP16", "tilegemm 2x2"),
         ("CFP16", "numpy complex64"),
         ("HF8", "tilegemm 2x2"),
+        ("HF8", "tilegemm ace mxfp8_e4m3"),  # ACE's outer products on the same E4M3 values
         ("HF8", "native 2x2"),
         ("HF8", "numpy float32"),
     }
@@ -240,3 +241,4 @@ def test_bench_sweep_covers_complex_and_fp8():
     assert by[("CFP16", "tilegemm 2x2")].differs == 0 and by[("HF8", "tilegemm 2x2")].differs == 0
     assert by[("CFP16", "numpy complex64")].efficiency == 1.0 and by[("CFP16", "tilegemm 2x2")].efficiency > 0
     assert by[("HF8", "numpy float32")].max_ulp is not None
+    assert by[("HF8", "tilegemm ace mxfp8_e4m3")].efficiency > 0

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from . import dispatch, instructions, native, plan
+from . import ace, dispatch, instructions, native, plan
 from .formats import daz
 from .instructions import Instruction, Profile
 from .packing import PackedB, a_panels, exponent_range, pack_codes
@@ -116,7 +116,18 @@ def _batch_index(shape, batch) -> np.ndarray:
 
 
 def matmul(
-    a, b, dtype=None, tiling=None, *, out=None, accumulate=False, threads=None, isa=None, backend="emulated", **switches
+    a,
+    b,
+    dtype=None,
+    tiling=None,
+    *,
+    out=None,
+    accumulate=False,
+    threads=None,
+    isa=None,
+    backend="emulated",
+    scales=None,
+    **switches,
 ):
     """Matrix product with the exact bits of an Intel AMX tile-multiply sequence.
 
@@ -137,7 +148,10 @@ def matmul(
         ``"s8u8"`` (TDPBSUD), ``"u8s8"`` (TDPBUSD), ``"u8u8"`` (TDPBUUD), ``"cfp16"``
         (TCMMRLFP16PS and TCMMIMFP16PS), ``"bf8"`` (TDPBF8PS), ``"bf8hf8"`` (TDPBHF8PS: A E5M2,
         B E4M3), ``"hf8bf8"`` (TDPHBF8PS), ``"hf8"`` (TDPHF8PS): the dtypes of the ``isa``
-        profile. Default: the packed B's dtype, else ``"bf16"``.
+        profile. ``isa="ace"`` (the outer products, ``docs/ace.md``) takes the int8 dtypes,
+        ``"bf16"`` (TOP2BF16PS), ``"mxfp8_e4m3"``, ``"mxfp8_e5m2"``, ``"mxfp8_e4m3_e5m2"``,
+        ``"mxfp8_e5m2_e4m3"`` (TOP4MX*F8PS; A's format first) and ``"mxint8"`` (TOP4MXBSSPS).
+        Default: the packed B's dtype, else ``"bf16"``.
     tiling : str, optional
         ``"RxC"``: R accumulator tiles along M by C along N per superblock, any of
         :data:`tilegemm.TILINGS` (``R*C + 2 <= 8``; ``"1x1"`` and ``"2x2"`` are the seed's), or
@@ -162,6 +176,12 @@ def matmul(
         same operands and K steps; ``tilegemm.native.NativeUnavailable`` names what is missing
         where the CPU or the kernel does not allow it. ``"auto"``: native where it can run, else
         emulated. See ``docs/native.md``.
+    scales : tuple, optional
+        For the ACE MX dtypes: ``(sa, sb)``, the OCP MX block scales of A and B as
+        ``ml_dtypes.float8_e8m0fnu`` or uint8 E8M0 codes, one per 32 elements along K: ``sa`` of
+        A's shape with K replaced by ``ceil(K / 32)``, ``sb`` of B's; either may be None (1.0), and
+        ``sb`` must be None when B is packed (the PackedB holds B's). A ``ValueError`` for any other
+        dtype.
     **switches
         Readings of points the instruction's sources leave open, by switch name
         (:attr:`tilegemm.instructions.Instruction.switches`); each defaults to its normative
@@ -208,6 +228,9 @@ def matmul(
     b_arr = None if packed is not None else instr.b.asarray(b, "b", name)
     b_shape = packed.shape if packed is not None else b_arr.shape
     a2, b2, batch, M, K, N, result_shape = _matmul_shapes(a.shape, b_shape)
+    sa, sb = ace.check_scales(
+        instr, name, scales, a.shape, b_shape, None if packed is None else packed.scales, packed is not None
+    )
     kernel = dispatch.lookup(prof.name, name, plan.auto_tiling(M, N) if tiling == "auto" else tiling)
     b_codes = None
 
@@ -230,16 +253,20 @@ def matmul(
     if accumulate and instr.dst_daz:
         np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (docs/semantics.md)
 
-    call = _Call(instr, kernel, options, M, K, a2, b2, batch, accumulate, prof.name, name)
+    call = _Call(instr, kernel, options, M, K, a2, b2, batch, accumulate, prof.name, name, sa)
+    if sb is not None and sb.ndim == 1:
+        sb = sb.reshape(-1, 1)  # a 1-D b is a column
     if target is not None:
-        packed = packed if packed is not None else pack_codes(b_codes, prof.name, name)
+        packed = packed if packed is not None else pack_codes(b_codes, prof.name, name, sb)
         call.run_native(target, a_in, packed, C3, plan.threads_for(C.size * K, threads) or numba.get_num_threads())
         return C
     with _LAUNCH, _numba_threads(plan.threads_for(C.size * K, threads)):
         if kernel.blocked is not None:
             call.run_blocked(a_in, packed if packed is not None else b_codes, C3)
         else:
-            call.run(a_in, packed if packed is not None else pack_codes(b_codes, prof.name, name), C3)
+            # B is packed with the call's threads too: a small call's parallel pass would wait for workers.
+            packed = packed if packed is not None else pack_codes(b_codes, prof.name, name, sb)
+            call.run(a_in, packed, C3)
     return C
 
 
@@ -258,6 +285,8 @@ class _Call:
     accumulate: bool
     isa: str = instructions.DEFAULT_ISA
     dtype: str = "bf16"
+
+    sa: np.ndarray | None = None  # A's MX block scales (ACE MX dtypes)
 
     def run_blocked(self, a_in: np.ndarray, b: PackedB | np.ndarray, C3: np.ndarray) -> None:
         """A blocked kernel (``tilegemm.kernels.blocked``): A as the caller gave it (codes, or
@@ -343,12 +372,14 @@ class _Call:
         instr, family = self.instr, self.kernel.family
         a_batch = self.a2[:-2]
         nA = int(np.prod(a_batch, dtype=np.int64))
-        A, a_range = a_panels(instr, family.a_layout, a_in.reshape(nA, self.M, self.K), packed.data.shape[-4])
-        B = packed.kernel_b(family.b_layout, instr.daz_inputs)
+        sa = None if self.sa is None else self.sa.reshape(nA, self.M, -1)
+        a3 = a_in.reshape(nA, self.M, self.K)
+        A, a_range = a_panels(instr, family.a_layout, a3, packed.data.shape[-4], sa, self.options)
+        B = packed.kernel_b(family.b_layout, instr.daz_inputs, self.options)
         b_range = c_range = None
         if family.needs_proof:
-            c_range = exponent_range(C3) if self.accumulate else None
-            b_range = packed.exponent_range(family.b_layout, instr.daz_inputs)
+            c_range = exponent_range(C3, denormals=not instr.dst_daz) if self.accumulate else None
+            b_range = packed.exponent_range(family.b_layout, instr.daz_inputs, self.options)
         p = plan.make_plan(self.kernel, None, a_range, b_range, c_range)
         ia = _batch_index(a_batch, self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)

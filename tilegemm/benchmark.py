@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import __version__, plan
+from . import __version__, model_ports, plan
 from .api import matmul
 from .compare import bitdiff
 from .dispatch import TILINGS
@@ -78,9 +78,9 @@ class Contender:
     native: Instruction | None = None  # runs this instruction on the CPU itself (backend="native")
 
 
-def _tilegemm(tiling, isa=DEFAULT_ISA, backend="emulated"):
+def _tilegemm(tiling, isa=DEFAULT_ISA, backend="emulated", dtype=None):
     def prepare(a, b, threads, group):
-        packed = pack(b, group_dtype(group), isa)
+        packed = pack(b, dtype or group_dtype(group), isa)
         return lambda: matmul(a, packed, tiling=tiling, threads=threads, backend=backend)
 
     return prepare
@@ -161,6 +161,13 @@ def contenders(tilings=SEED_TILINGS, dtypes=SEED_DTYPES, native_only=False) -> l
             out.append(Contender(f"tilegemm {tiling}", group, _tilegemm(tiling), exact=True))
         for p in others:
             out.append(Contender(f"tilegemm {p.name}", group, _tilegemm("2x2", p.name)))
+        ace = model_ports.ace_counterpart(dtype)  # the FP8 dtypes: ACE's MX forms, every scale 1.0
+        if ace is not None and dtype not in PROFILES[model_ports.ACE_ISA].names():
+            out.append(
+                Contender(
+                    f"tilegemm {model_ports.ACE_ISA} {ace}", group, _tilegemm("2x2", model_ports.ACE_ISA, dtype=ace)
+                )
+            )
         out += natives
         element = instr.a.element
         yard = yardstick(instr)
@@ -524,6 +531,8 @@ def add_profile_rows(add, n=1024, repeats=7):
     for p in PROFILES.values():
         if p.name == DEFAULT_ISA or p.same_as is not None or p.library is not None:
             continue
+        if any(i.scale_block for i in p.dtypes.values()):
+            continue  # ACE: its own rows, with block scales (tilegemm.ace_bench)
         for dtype, instr in p.dtypes.items():
             rng = np.random.default_rng([n, 7])
             a, b = instr.sample(n, n, n, rng)
@@ -582,6 +591,9 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
             )
             add(f"BF16 2x2 vs 1x1, n={n}, 1 thread", r, "2x2 faster: > 1", r > 1, s)
         add_profile_rows(add, min(sizes), repeats)
+        from .ace_bench import add_ace_rows
+
+        add_ace_rows(add, _median_ratio, min(sizes), repeats)
         a, b = inputs("BF16", 256)
         packed = pack(b, "bf16")
         r, s = _median_ratio(lambda: matmul(a, packed, threads=1), lambda: a @ b, repeats, inner=20)
@@ -840,6 +852,18 @@ def model_report(m=32768, n=32768, k=32768, dtype="int8", measure=1024, threads=
         "and with a single A and B register every row block reloads the B tiles (2x3: 8 loads per 6 "
         "multiplies where the model counts 5)."
     )
+    ported = model_ports.ports(m, n, k, dtype)
+    sm, sn, sk = ported[0].size
+    out(f"\nside by side: AMX and ACE ({dtype}; ACE runs its counterpart), modelled at M={m} N={n} K={k}, counted")
+    out(
+        f"on the ported kernels at {sm} x {sn} x {sk} "
+        "(AMX: tile loads per tile multiply; ACE: zmm loads per outer product)"
+    )
+    out(f"{'kernel':28} {'dtype':11} {'block':>8} {'bytes/MAC model':>15} {'counted':>8} {'loads':>6} {'ops':>6}")
+    for pr in ported:
+        shape = f"{pr.block[0]}x{pr.block[1]}"
+        nums = f"{pr.modelled:15.4f} {pr.counted:8.4f} {pr.loads:6d} {pr.ops:6d}"
+        out(f"{pr.kernel:28} {pr.dtype:11} {shape:>8} {nums}")
     rows = []
     if measure:
         s = measure

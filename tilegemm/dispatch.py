@@ -57,7 +57,8 @@ class Family:
     a_layout, b_layout:
         What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values (a complex
         element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats), or
-        ``"bytes"`` the 8-bit codes.
+        ``"bytes"`` the 8-bit codes; for ACE (``tilegemm.ace``) ``"mx64"``, binary64 values times
+        their MX block scales, and ``"f32keep"``, float32 values with denormals kept.
     prepare:
         ``"module:function"`` run on the packed operands just before the kernel,
         ``f(instr, A, B, C, ib, k)``: a step of the instruction sequence that is not a tile
@@ -133,6 +134,11 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
         ),
         "cfp16": Family("cfp16", "gemm_cfp16_fast", "gemm_cfp16_exact", "CFP16_FAST", "f32", "f32", True, "tile_cfp16"),
         "fp8quads": Family("fp8quads", "gemm_fp8_fast", "gemm_fp8_exact", "FP8_FAST", "f64", "f64", True, "tile_fp8"),
+        # ACE: MX values scaled by their block scales (binary64), and BF16 as float32 without DAZ.
+        "ace_mx": Family("ace_mx", "gemm_ace_mx_fast", "gemm_ace_mx_exact", "ACE_MX_FAST", "mx64", "mx64", True),
+        "ace_bf16": Family(
+            "ace_bf16", "gemm_ace_bf16_fast", "gemm_ace_bf16_exact", "ACE_BF16_FAST", "f32keep", "f32keep", True
+        ),
         # The other CPUs' paths (docs/isa-profiles.md; kernels/isa.py).
         "i8sat": Family("i8sat", "gemm_i8sat", "gemm_i8sat", "I8SAT", "bytes", "bytes", False, prepare=_SHIFT),
         "i16pairs": Family(

@@ -35,6 +35,7 @@ __all__ = [
     "CFP16",
     "S8",
     "U8",
+    "MXINT8",
     "daz",
     "bf16_dtype",
 ]
@@ -117,6 +118,9 @@ class NumberFormat:
         Arrays of this dtype are taken as codes, not as values (uint8 for the 8-bit floats).
     minifloat:
         The bit layout of an 8-bit float format (None for the others).
+    fixed_point:
+        Integer codes that stand for ``code * 2^-fixed_point`` (OCP MXINT8: 6); 0 for plain
+        integers and for floats.
     """
 
     name: str
@@ -127,6 +131,7 @@ class NumberFormat:
     f32_round: Callable | None = None
     codes_from: np.dtype | None = None
     minifloat: Minifloat | None = None
+    fixed_point: int = 0
 
     @property
     def is_float(self) -> bool:
@@ -337,3 +342,6 @@ HF8 = NumberFormat(
 CFP16 = ComplexFormat("cfp16", "complex FP16 pair", np.dtype(np.uint32), 11, codes_from=np.dtype(np.uint32), part=FP16)
 S8 = NumberFormat("s8", "int8", np.dtype(np.int8), 0)
 U8 = NumberFormat("u8", "uint8", np.dtype(np.uint8), 0)
+#: OCP MXINT8 (ACE's TOP4MXBSSPS): int8 codes standing for code * 2^-6 (0x80 = -2). Integers are
+#: range-checked as for S8; uint8 arrays are the codes' bytes.
+MXINT8 = NumberFormat("mxint8", "int8", np.dtype(np.int8), 0, codes_from=np.dtype(np.uint8), fixed_point=6)

@@ -15,6 +15,9 @@ Complex FP16 (AMX-COMPLEX) packs like the others with one dword per element (B i
 row-major: group 1); its kernels read each element as its two parts side by side. The 8-bit
 floats (AMX-FP8) pack as bytes in quads, like INT8, and their kernels read exact binary64 values.
 
+The ACE families' layouts (MX values times their block scales, BF16 with denormals kept) are
+built by ``tilegemm.ace``; a PackedB for an MX dtype carries B's block scales.
+
 This module rearranges elements (widening 16-bit floats exactly where a kernel reads float32);
 it never rounds: converting user values is ``formats``' job.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import convert, float8
+from . import ace, convert, float8
 from .formats import BF16, CFP16, FP16, NumberFormat
 from .instructions import DEFAULT_ISA, Instruction, resolve
 
@@ -81,18 +84,22 @@ class PackedB:
         The instruction record it was packed for.
     data : numpy.ndarray
         The packed bytes, uint8 of shape ``(..., K_blocks, N_blocks, 16, 64)``: ``data[..., kb, nb]``
-        is the 1 KiB block ``TILELOADD`` reads with stride 64.
+        is the 1 KiB block ``TILELOADD`` reads with stride 64 (for ACE: 16 zmm rows, one K step each).
+    scales : numpy.ndarray or None
+        B's MX block scales (E8M0 codes, ``(..., ceil(K / 32), N)``) for the ACE MX dtypes, as given
+        to :func:`pack`; None: every scale 1.0.
     """
 
-    __slots__ = ("shape", "dtype", "isa", "instruction", "data", "_kernel_b", "_ranges", "_tables")
+    __slots__ = ("shape", "dtype", "isa", "instruction", "data", "scales", "_kernel_b", "_ranges", "_tables")
 
-    def __init__(self, shape: tuple[int, ...], dtype: str, data: np.ndarray, isa: str = DEFAULT_ISA):
+    def __init__(self, shape: tuple[int, ...], dtype: str, data: np.ndarray, isa: str = DEFAULT_ISA, scales=None):
         _, name, instr = resolve(isa, dtype)
         self.shape = tuple(int(s) for s in shape)
         self.dtype = name
         self.isa = isa
         self.instruction = instr
         self.data = data
+        self.scales = scales
         self._kernel_b: dict[str, np.ndarray] = {}
         self._ranges: dict[str, tuple[int, int] | None] = {}
         self._tables: dict[str, np.ndarray] = {}
@@ -106,10 +113,12 @@ class PackedB:
         return f"PackedB(shape={self.shape}, dtype={self.dtype!r}, isa={self.isa!r}, {self.data.nbytes} bytes)"
 
     def __getstate__(self) -> dict:
-        return {"shape": self.shape, "dtype": self.dtype, "isa": self.isa, "data": self.data}
+        return {"shape": self.shape, "dtype": self.dtype, "isa": self.isa, "data": self.data, "scales": self.scales}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["shape"], state["dtype"], state["data"], state.get("isa", DEFAULT_ISA))  # type: ignore[misc]
+        self.__init__(  # type: ignore[misc]
+            state["shape"], state["dtype"], state["data"], state.get("isa", DEFAULT_ISA), state.get("scales")
+        )
 
     def elements(self) -> np.ndarray:
         """The packed blocks as codes: ``(..., KB, NB, 16, 16, group)``."""
@@ -129,15 +138,21 @@ class PackedB:
         full = rows.reshape(tuple(batch) + (kb * TILE_ROWS * instr.group, nb * TILE_N))
         return np.ascontiguousarray(full[..., :K, :N]).view(instr.b.element)
 
-    def kernel_b(self, layout: str, daz: bool) -> np.ndarray:
+    def kernel_b(self, layout: str, daz: bool, options=None) -> np.ndarray:
         """What a kernel family reads, ``(batch, NB, KB, 16, ...)`` (made once per layout, kept).
 
         Blocks are stored column-panel first, ``(batch, NB, KB, ...)``, so the blocks one C
-        superblock reads along K are one contiguous stream (see :func:`kernel_blocks`).
+        superblock reads along K are one contiguous stream (see :func:`kernel_blocks`). The ACE
+        layouts (``tilegemm.ace``) may depend on the call's switches (``options``).
         """
-        key = f"{layout}:{daz}"
+        key = f"{ace.layout_key(layout, options)}:{daz}"
         if key not in self._kernel_b:
-            self._kernel_b[key] = kernel_blocks(self.format, layout, daz, self.elements())
+            if layout in ace.LAYOUTS:
+                block = self.instruction.scale_block or 32
+                B, rng = ace.b_blocks(self.format, layout, self.elements(), self.scales, options, block)
+                self._kernel_b[key], self._ranges[key] = B, rng
+            else:
+                self._kernel_b[key] = kernel_blocks(self.format, layout, daz, self.elements())
         return self._kernel_b[key]
 
     def blocks(self, word: np.dtype | type) -> np.ndarray:
@@ -179,11 +194,14 @@ class PackedB:
             self._tables["colsums"] = out
         return self._tables["colsums"]
 
-    def exponent_range(self, layout: str, daz: bool) -> tuple[int, int] | None:
-        """:func:`exponent_range` of :meth:`kernel_b` (made once per layout, kept)."""
-        key = f"{layout}:{daz}"
+    def exponent_range(self, layout: str, daz: bool, options=None) -> tuple[int, int] | None:
+        """:func:`exponent_range` of :meth:`kernel_b` (made once per layout, kept); binary64 blocks
+        (the 8-bit floats) by their own exponents; an ACE layout's range as ``tilegemm.ace`` gives it."""
+        key = f"{ace.layout_key(layout, options)}:{daz}"
         if key not in self._ranges:
-            self._ranges[key] = exponent_range(self.kernel_b(layout, daz))
+            blocks = self.kernel_b(layout, daz, options)
+            if key not in self._ranges:
+                self._ranges[key] = exponent_range64(blocks) if layout == "f64" else exponent_range(blocks)
         return self._ranges[key]
 
 
@@ -198,13 +216,14 @@ def aligned_zeros(shape: tuple[int, ...], dtype: np.dtype | type, align: int = 6
     return raw[start : start + nbytes].view(dtype).reshape(shape)
 
 
-def exponent_range(x: np.ndarray) -> tuple[int, int] | None:
+def exponent_range(x: np.ndarray, denormals: bool = False) -> tuple[int, int] | None:
     """Smallest and largest unbiased exponent of the non-zero finite values, or None.
 
     Takes binary32 arrays, and binary64 ones (the 8-bit floats' kernel operands). A binary32
     denormal counts as exponent -127, below every normal, so that the fast-path proof
     (``plan.fast_path_ok``) refuses it; the paths that read denormals as zero have zeroed them
-    before they get here.
+    before they get here. ``denormals``: a binary32 denormal present makes the smallest exponent
+    -149 instead (for a C that is not read with DAZ: its grid is 2^-149).
     """
     from .convert import exponent_bounds
 
@@ -214,8 +233,21 @@ def exponent_range(x: np.ndarray) -> tuple[int, int] | None:
         e = (np.ascontiguousarray(x).view(np.uint64) >> np.uint64(52)) & np.uint64(0x7FF)
         live = e[(e != 0) & (e != 0x7FF)]
         return (int(live.min()) - 1023, int(live.max()) - 1023) if live.size else None
-    lo, hi = exponent_bounds(np.ascontiguousarray(x).view(np.uint32).reshape(-1))
+    bits = np.ascontiguousarray(x).view(np.uint32).reshape(-1)
+    lo, hi = exponent_bounds(bits)
+    if denormals and np.any(((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0)):
+        return (-149, max(int(hi) - 127, -149))
     return None if lo > hi else (int(lo) - 127, int(hi) - 127)
+
+
+def exponent_range64(x: np.ndarray) -> tuple[int, int] | None:
+    """Smallest and largest exponent (``frexp``'s minus one) of the non-zero finite binary64 values
+    (the 8-bit floats' kernel blocks), or None."""
+    v = x[np.isfinite(x) & (x != 0)]
+    if v.size == 0:
+        return None
+    e = np.frexp(v)[1] - 1
+    return int(e.min()), int(e.max())
 
 
 def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> np.ndarray:
@@ -240,10 +272,12 @@ def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> 
     return np.ascontiguousarray(flat)
 
 
-def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA) -> PackedB:
+def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA, scales=None) -> PackedB:
     """Pack B (K x N, or a stack ``(..., K, N)``) into the VNNI tile-blocked layout.
 
     Values are converted to ``dtype`` once, exactly as :func:`tilegemm.matmul` converts them.
+    ``scales``: for the ACE MX dtypes, B's block scales (E8M0, ``(..., ceil(K / 32), N)``; None:
+    1.0), kept with the packed B; ``ValueError`` for any other dtype.
 
     Examples
     --------
@@ -258,36 +292,44 @@ def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA) -> PackedB:
     b = instr.b.asarray(b, "b", name)
     if b.ndim < 2:
         raise ValueError(f"pack takes a B of at least 2 dimensions (K, N), got shape {b.shape}")
-    return pack_codes(instr.b.to_codes(b, "b", name), isa, name)
+    sb = None
+    if scales is not None:
+        sb = ace.check_scales(instr, name, (None, scales), (1, b.shape[-2]), b.shape)[1]
+    return pack_codes(instr.b.to_codes(b, "b", name), isa, name, sb)
 
 
-def pack_codes(el: np.ndarray, isa: str, dtype: str) -> PackedB:
-    """B's codes (..., K, N) -> PackedB, in one compiled pass (``convert.pack_b``)."""
+def pack_codes(el: np.ndarray, isa: str, dtype: str, scales=None) -> PackedB:
+    """B's codes (..., K, N) -> PackedB, in one compiled pass (``convert.pack_b``); ``scales``:
+    B's checked MX block scales, kept with it."""
     _, _, instr = resolve(isa, dtype)
     *batch, K, N = el.shape
-    kb = max(1, -(-K // instr.k_step))
+    kb = max(1, -(-K // instr.k_block))
     nb = max(1, -(-N // TILE_N))
     nbatch = int(np.prod(batch, dtype=np.int64))
     blocks = aligned_zeros((nbatch, kb, nb, TILE_ROWS, TILE_N, instr.group), el.dtype)
     if K and N and nbatch:
         convert.pack_b(el.reshape(nbatch, K, N), blocks)
     data = blocks.view(np.uint8).reshape(tuple(batch) + (kb, nb, TILE_ROWS, 64))
-    return PackedB(tuple(batch) + (K, N), dtype, data, isa)
+    return PackedB(tuple(batch) + (K, N), dtype, data, isa, scales)
 
 
 def a_panels(
-    instr: Instruction, layout: str, a: np.ndarray, k_blocks: int
+    instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scales=None, options=None
 ) -> tuple[np.ndarray, tuple[int, int] | None]:
-    """A (nA, M, K) as the kernels' panels ``(nA, M_tiles, k_blocks, 16, k_step)`` (a complex
-    element as its two parts: ``2 * k_step`` values), and, for float layouts, the exponent range
+    """A (nA, M, K) as the kernels' panels ``(nA, M_tiles, k_blocks, 16, k_block)`` (a complex
+    element as its two parts: ``2 * k_block`` values), and, for float layouts, the exponent range
     of its non-zero finite values (None: none).
 
     ``a`` holds codes, or float32 values headed for a 16-bit float format, which the same
     compiled pass rounds (RNE) and widens (or, for an 8-bit float, a compiled pass before it).
+    The ACE layouts are built by ``tilegemm.ace`` (``scales``: A's MX block scales,
+    ``(nA, M, blocks)``; ``options``: the call's switches).
     """
+    if layout in ace.LAYOUTS:
+        return ace.a_panels(instr, layout, a, k_blocks, scales, options)
     nA, M, K = a.shape
     lanes = instr.a.lanes
-    panels = (nA, -(-M // TILE_ROWS), k_blocks, TILE_ROWS, instr.k_step * lanes)
+    panels = (nA, -(-M // TILE_ROWS), k_blocks, TILE_ROWS, instr.k_block * lanes)
     if layout == "bytes":
         A = np.zeros(panels, instr.a.storage)
         convert.pack_a_int(a, A)
@@ -319,7 +361,7 @@ def tile_operands(
     parallel code: the tile API calls it once per instruction.
     """
     m, kk = a_codes.shape
-    panel = np.zeros((1, 1, 1, TILE_ROWS, instr.k_step), instr.a.storage)
+    panel = np.zeros((1, 1, 1, TILE_ROWS, instr.k_block), instr.a.storage)
     panel[0, 0, 0, :m, :kk] = a_codes
     if instr.a.lanes > 1:
         panel = panel.view(instr.a.part.storage)  # type: ignore[attr-defined]  # (re, im) side by side

@@ -81,9 +81,26 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
     is exact while it stays below ``2^(53 - F)``: ``Ea_max + Eb_max + 2 + log2(k_step) + F <= 53``
     (values below ``2^(E+1)``). Then rounding that sum to binary32 once is the instruction's
     rounding; C does not enter (the kernels add it exactly, see ``kernels/fp8.py``).
+
+    ACE's MX outer products (``instr.scale_block``) round every step of 4 products into C. The
+    ranges are then (smallest block-scale exponent, largest unscaled value exponent) of A and B.
+    The 4 scaled products sum exactly in binary64 under the same bound (with ``k_step`` = 4), and
+    every step result is a multiple of ``2^(Sa_min + Sb_min - F)``, so no step result and no C
+    can be tiny while that grid and C's (``c_range[0] - 23``) are at least 2^-126: the flush never
+    acts, and one ``fptrunc`` and one ``fadd`` are the instruction's roundings (``kernels/ace.py``).
+
     A denormal operand (exponent -127 here; only paths that keep denormals have them) fails the
     proof: the caller's MXCSR.DAZ would change how vector code reads it.
     """
+    if instr.scale_block:
+        if a_range is None or b_range is None:
+            return True  # every product is zero: each step adds +0
+        terms = (instr.k_step - 1).bit_length()
+        exact = a_range[1] + b_range[1] + 2 + terms + instr.fixed_shift <= 53
+        grid = a_range[0] + b_range[0] - instr.fixed_shift
+        if c_range is not None:
+            grid = min(grid, c_range[0] - 23)
+        return exact and grid >= -126
     if instr.exact_sum:
         if a_range is None or b_range is None:
             return True
@@ -93,14 +110,14 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
         return True
     if any(r is not None and r[0] < -126 for r in (a_range, b_range, c_range)):
         return False
-    grid = []
+    grids: list[int] = []
     if a_range is not None and b_range is not None:
         if a_range[1] + b_range[1] > 126:
             return False
-        grid.append(a_range[0] + b_range[0] - (instr.a.precision - 1) - (instr.b.precision - 1))
+        grids.append(a_range[0] + b_range[0] - (instr.a.precision - 1) - (instr.b.precision - 1))
     if c_range is not None:
-        grid.append(c_range[0] - 23)
-    return not grid or min(grid) >= -126
+        grids.append(c_range[0] - 23)
+    return not grids or min(grids) >= -126
 
 
 @contextmanager

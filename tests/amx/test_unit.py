@@ -57,7 +57,7 @@ def _configured(rows=(16,) * 8, colsb=(64,) * 8):
             r"#GP in LDTILECFG on tmm1: colsb = 68 exceeds 64",
         ),
         (TileConfig(rows=(0, 0, 4) + (0,) * 5, colsb=(0,) * 8), r"on tmm2: rows = 4 and colsb = 0: both must be zero"),
-        (TileConfig(palette=2), r"#GP in LDTILECFG: palette 2 is not supported"),
+        (TileConfig(palette=3), r"#GP in LDTILECFG: palette 3 is not supported \(0, 1, or 2 for ACE\)"),
         (TileConfig.from_bytes(bytes([1, 0, 0, 0, 0, 7]) + bytes(58)), r"#GP in LDTILECFG: reserved byte 5 is 7"),
         (TileConfig(start_row=16, rows=(1,) + (0,) * 7, colsb=(4,) + (0,) * 7), r"start_row = 16"),
     ],

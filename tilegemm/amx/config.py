@@ -1,4 +1,7 @@
-"""The palette-1 tile configuration (the 64-byte LDTILECFG block) and the faults of the tile unit.
+"""The tile configuration (the 64-byte LDTILECFG block) and the faults of the tile unit.
+
+Palette 1 (AMX) is described below; palette 2 (ACE) is byte 0 = 2 and 63 zero bytes, every tile
+16 rows of 64 bytes (``TileConfig(palette=2)``).
 
 Layout (docs/tiles-config-load-store.md): byte 0 ``palette_id``, byte 1 ``start_row``, bytes 2..15
 zero, bytes 16..31 ``colsb[0..7]`` (u16 little-endian), bytes 32..47 zero, bytes 48..55
@@ -109,8 +112,14 @@ class TileConfig:
 
     def validate(self, instruction: str = "ldtilecfg") -> None:
         """Raise :class:`GPFault` where LDTILECFG would."""
-        if self.palette not in (0, 1):
-            raise GPFault(instruction, None, f"palette {self.palette} is not supported (0 or 1)")
+        if self.palette not in (0, 1, 2):
+            raise GPFault(instruction, None, f"palette {self.palette} is not supported (0, 1, or 2 for ACE)")
+        if self.palette == 2:  # ACE: the palette byte and 63 zero bytes; every tile 16 x 64 bytes
+            block = self.to_bytes()
+            if any(block[1:]):
+                first = next(i for i in range(1, 64) if block[i])
+                raise GPFault(instruction, None, f"palette 2: byte {first} is {block[first]}, bytes 1..63 must be 0")
+            return
         if any(self.reserved):
             first = next(i for i, x in enumerate(self.reserved) if x)
             raise GPFault(instruction, None, f"reserved byte {first} is {self.reserved[first]}, must be 0")

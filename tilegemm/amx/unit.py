@@ -21,7 +21,8 @@ from ..dispatch import FAMILIES
 from ..formats import daz
 from ..instructions import INSTRUCTIONS, Instruction
 from ..packing import tile_operands
-from .config import COLSB, ROWS, PFFault, TileConfig, UDFault
+from .ace import ACE_PALETTE, OUTER_INSTRUCTIONS, AceInstructions
+from .config import COLSB, ROWS, GPFault, PFFault, TileConfig, UDFault
 
 __all__ = ["TileUnit", "Counters", "TILE_INSTRUCTIONS"]
 
@@ -48,12 +49,22 @@ class Counters:
         return sum(self.instructions[m] for m in TILE_INSTRUCTIONS)
 
     @property
+    def outer_products(self) -> int:
+        """ACE outer products executed."""
+        return sum(self.instructions[m] for m in OUTER_INSTRUCTIONS)
+
+    @property
+    def vector_loads(self) -> int:
+        """64-byte zmm loads (the ACE kernels' operands)."""
+        return self.instructions["vmovdqu64"]
+
+    @property
     def load_to_compute(self) -> float:
         """Tile loads per tile multiply (the seed's 1x1: 2.0)."""
         return self.tile_loads / self.multiplies if self.multiplies else float("nan")
 
 
-class TileUnit:
+class TileUnit(AceInstructions):
     """The state of one core's tile unit. Memory is a writable 1-D uint8 NumPy array ``buf``,
     addressed by byte ``offset`` and ``stride`` as C would address it through a pointer.
 
@@ -75,10 +86,14 @@ class TileUnit:
     >>> u.tdpfp16ps(0, 1, 2)
     >>> u.tile(0, np.float32)  # 1*3 + 2*4
     array([[11.]], dtype=float32)
+
+    Palette 2 (ACE, ``tilegemm.amx.ace``): 16 x 64-byte tiles reached through zmm registers, the
+    block-scale register ``bsr`` and the outer products (``u.top4mxhf8ps(dst, za, zb, imm8)``).
     """
 
     def __init__(self, native: bool = False):
         self.tiles = np.zeros((_NUM_TILES, ROWS, COLSB), np.uint8)
+        self.bsr = np.full((2, 64), 0x7F, np.uint8)  # ACE's bsr0: halves H and L
         self.config: TileConfig | None = None
         self.counters = Counters(Counter())
         self._native = None
@@ -101,10 +116,16 @@ class TileUnit:
             )
         if not isinstance(t, (int, np.integer)) or not 0 <= t < _NUM_TILES:
             raise UDFault(instr, t, f"tile register {t!r} does not exist (TMM0..TMM7)")
+        if self.config.palette == ACE_PALETTE:
+            return ROWS, COLSB  # palette 2: every tile is 16 rows of 64 bytes
         rows, colsb = self.config.rows[t], self.config.colsb[t]
         if rows == 0:
             raise UDFault(instr, t, "the tile is not configured (rows = colsb = 0)")
         return rows, colsb
+
+    def _not_palette2(self, instr: str, t) -> None:
+        if self.config is not None and self.config.palette == ACE_PALETTE:
+            raise UDFault(instr, t, "palette 2 (ACE) reaches tiles through zmm registers only (TILEMOVROW, TILEMOVCOL)")
 
     def _count(self, instr: str, **amounts) -> None:
         self.counters.instructions[instr] += 1
@@ -132,8 +153,12 @@ class TileUnit:
         if not isinstance(cfg, TileConfig):
             raise TypeError(f"ldtilecfg takes a TileConfig or 64 bytes, got {type(cfg).__name__}")
         cfg.validate("ldtilecfg")
+        if self._native is not None and cfg.palette == ACE_PALETTE:
+            raise GPFault("ldtilecfg", None, "palette 2 (ACE) is not supported by this CPU")
         self._count("ldtilecfg")
         self.tiles[...] = 0  # LDTILECFG zeroes every tile
+        if cfg.palette == ACE_PALETTE:
+            self.bsr[...] = 0x7F  # ... and with palette 2 sets every block scale to 1.0
         self.config = None if cfg.palette == 0 else cfg
 
     def sttilecfg(self) -> bytes:
@@ -153,6 +178,7 @@ class TileUnit:
         """TILELOADD: ``rows`` rows of ``colsb`` bytes from ``buf[offset + r*stride]``; the rest
         of the register becomes zero."""
         rows, colsb = self._shape("tileloadd", t)
+        self._not_palette2("tileloadd", t)
         starts = self._span("tileloadd", t, buf, offset, stride, rows, colsb)
         if self._native is not None:
             self._native.execute(self, ("load", int(t)), buf, offset, stride)
@@ -165,6 +191,7 @@ class TileUnit:
     def tilestored(self, t: int, buf: np.ndarray, offset: int, stride: int) -> None:
         """TILESTORED: the configured rows and bytes of tile ``t`` to ``buf[offset + r*stride]``."""
         rows, colsb = self._shape("tilestored", t)
+        self._not_palette2("tilestored", t)
         starts = self._span("tilestored", t, buf, offset, stride, rows, colsb)
         if not buf.flags.writeable:
             raise PFFault("tilestored", t, "memory is read-only")
@@ -194,6 +221,7 @@ class TileUnit:
         instr = str(record.tile_method)
         codes = record.option_codes(record.options(switches, instr))
         m, dcolsb = self._shape(instr, dst)
+        self._not_palette2(instr, dst)  # tilegemm's reading: palette 2 has the outer products only
         arows, acolsb = self._shape(instr, a)
         brows, bcolsb = self._shape(instr, b)
         if len({int(dst), int(a), int(b)}) != 3:

@@ -13,6 +13,8 @@ exact-rational oracle.
 - :mod:`~tilegemm.reference.complex`: TCMMRLFP16PS / TCMMIMFP16PS (AMX-COMPLEX).
 - :mod:`~tilegemm.reference.fp8`: TDPBF8PS / TDPBHF8PS / TDPHBF8PS / TDPHF8PS (AMX-FP8), with the
   8-bit float decode (``fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
+- :mod:`~tilegemm.reference.ace`: the ACE outer products (TOP4B*D, TOP2BF16PS, TOP4MX*PS with
+  MX block scales), one instruction on one palette-2 tile at a time.
 - :mod:`~tilegemm.reference.isa`: the other CPUs' paths (VPDPBUSD[S], VPMADDUBSW + VPMADDWD +
   VPADDD, VFMADD231PS, VFMADD231PH).
 - :mod:`~tilegemm.reference.trace`: one output's operations, recorded while a reference runs.
@@ -20,9 +22,12 @@ exact-rational oracle.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import instructions
+from ..ace import check_scales
 from . import isa, trace
 from .amx import tdp_float, tdp_int
 from .avx512 import vdpbf16ps
@@ -32,7 +37,14 @@ __all__ = ["matmul", "fma32", "add32", "daz", "tdp_float", "tdp_int", "vdpbf16ps
 
 
 def matmul(
-    a, b, dtype: str = "bf16", c=None, isa: str = instructions.DEFAULT_ISA, trace=None, **switches
+    a,
+    b,
+    dtype: str = "bf16",
+    c=None,
+    isa: str = instructions.DEFAULT_ISA,
+    scales=None,
+    trace=None,
+    **switches,
 ) -> np.ndarray:
     """The exact result of ``c + a @ b`` as the instruction sequence computes it.
 
@@ -47,6 +59,8 @@ def matmul(
         The starting C of an accumulate chain (the accumulator dtype, M x N); zeros when omitted.
     isa : str
         The profile (:data:`tilegemm.instructions.ISAS`), ``"amx"`` by default.
+    scales : tuple, optional
+        The ACE MX dtypes' block scales ``(sa, sb)``, as for :func:`tilegemm.matmul`.
     trace : tilegemm.reference.trace.Trace, optional
         Records output [0, 0]'s operations as they run.
     **switches
@@ -66,16 +80,19 @@ def matmul(
         library = prof.library_reference_fn
         assert library is not None
         return library(a, b, name, c=c, **switches)
-    options = instr.options(switches, name)
+    options: dict[str, Any] = instr.options(switches, name)
     A = instr.a.to_codes(a, "a", name)
     B = instr.b.to_codes(b, "b", name)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"reference.matmul takes 2-D operands with matching K, got {A.shape} and {B.shape}")
     M, K = A.shape
     N = B.shape[1]
+    sa, sb = check_scales(instr, name, scales, A.shape, B.shape)
     C = np.zeros((M, N), instr.acc) if c is None else np.array(c, dtype=instr.acc).reshape(M, N)
     if K == 0:
         return C  # no instruction runs
+    if instr.scale_block:
+        options["scales"] = (sa, sb)
     if trace is not None:
         options["trace"] = trace
     return instr.reference_fn(instr, A, B, C, **options)

@@ -55,15 +55,18 @@ def kinds(codes, fmt: Minifloat) -> np.ndarray:
     return np.where(nan, NAN, np.where(inf, np.where(sign == 1, NEG_INF, POS_INF), FINITE)).astype(np.int8)
 
 
-def fix(codes, fmt: Minifloat) -> np.ndarray:
+def fix(codes, fmt: Minifloat, every_code: bool = False) -> np.ndarray:
     """The exact integer ``value * 2^fmt.fix_shift`` of each finite code (int64; 0 for NaN and Inf).
 
     ``fix(b) = +/-((e ? f | 2^w : f) << (e ? e - 1 : 0))`` with w mantissa bits: a normal code's
     significand with its hidden bit, shifted by its exponent; a denormal's mantissa as it is.
+    ``every_code``: the formula for every code, the NaN and infinity codes included (ACE's MX outer
+    products read E4M3 0x7F as 480 and E5M2 0x7C as 65536).
     """
     sign, e, f = _fields(codes, fmt)
     mag = np.where(e > 0, (f | (1 << fmt.mantissa_bits)) << np.maximum(e - 1, 0), f)
-    mag = np.where(kinds(codes, fmt) == FINITE, mag, 0)
+    if not every_code:
+        mag = np.where(kinds(codes, fmt) == FINITE, mag, 0)
     return np.where(sign == 1, -mag, mag)
 
 

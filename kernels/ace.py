@@ -1,0 +1,516 @@
+"""The ACE outer products (AVX10 AI Compute Extensions) as tile multiplies: MX and BF16 bodies.
+
+An ACE outer product adds the outer product of two zmm registers into a 16 x 16 tile of C, one
+K step (a group: 4 elements, 2 for TOP2BF16PS) at a time, and **rounds into C after every
+step** (``docs/ace.md``). A tile multiply here runs the ``nsteps`` outer products of one packed
+block (up to 16 steps) for 16 x 16 outputs: exactly ``nsteps``, never the padding steps of a
+short last block, because each step's rounding is visible. The integer forms (TOP4B*D) wrap
+modulo 2^32, which does not depend on how the sum is grouped: they run AMX's int8 kernels.
+
+Operands (``tilegemm.ace`` builds them):
+
+- MX (``ace_mx``, TOP4MX*PS): A panels hold each element's value times its block scale
+  ``2^(sa - 127)`` in binary64 (exact: at most 8 significant bits; a NaN scale makes them NaN),
+  64 per row per block; a kernel B block is ``[k][n]`` binary64, scaled by ``2^(sb - 127)``.
+  The scales meet in the product, so ``sop * 2^(sa + sb - 254 - F)`` is the sum of the scaled
+  products. C is float32, already read with DAZ (the framework does it once: every later C is a
+  rounded result, which is never denormal).
+- BF16 (``ace_bf16``, TOP2BF16PS): A panels are the BF16 values as exact float32, **denormals
+  kept** (the default reading reads no operand as zero), 32 per row per block; a kernel B block is
+  ``[pair][element 0 | element 1][n]`` float32. C as given.
+
+Bodies:
+
+- MX exact (``ace_mx_exact``): per output and step, the four products (exact in binary64) are
+  summed exactly as two int64 limbs in units of the step's finest product bit, rounded once with
+  ``exact.round_scaled`` (ties to even, flush to zero, overflow to infinity), then added to C with
+  ``exact.add32``. NaN and infinity come from IEEE arithmetic on the scaled values: a NaN scale,
+  and with ``ace_fp8_specials="ieee_like"`` a NaN code, Inf * 0 or +Inf with -Inf, make the step
+  NaN; an infinite code, infinity. Right for every input.
+- MX fast (``mx_tile_rows``): the four products summed with binary64 FMAs, one ``fptrunc`` to
+  binary32, one ``fadd`` into C. Valid under the per-call proof of ``tilegemm.plan``: the four
+  products sum exactly in binary64 (their exponents span fewer than 53 bits), and no step result
+  and no C can be tiny (every value is a multiple of a grid of at least 2^-126), so the flush to
+  zero never acts; ``fptrunc`` rounds to nearest even and overflows to infinity exactly as the
+  instruction's rounding does. A zero sum starts from +0, as the instruction's ``s = +0``.
+- BF16 exact (``ace_bf16_exact``): every reading of ``ace_top2bf16`` one binary32 operation at a
+  time, on operands read from their bits (so that a caller's DAZ cannot touch a denormal input),
+  with x86's NaN rules; results are written as bits (``gcc_chain`` and ``rs`` keep denormals).
+- BF16 fast (``bf16_tile_rows``): ``p0 = a0*b0``, ``s = fma(a1, b1, p0)``, ``C + s``, under the
+  proof of ``tilegemm.plan``: no denormal input, every product exact in binary32 and no result
+  tiny, so no rounding flushes. The other readings run the exact body.
+
+This module must stay free of ``fastmath``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .exact import _MIN_NORMAL, add32, round_ftz, round_scaled, two_sum
+from .targets import shape
+from .vector import _F32, _I32, _I64, _TILE, _const, _data, _ptr, _splat
+
+__all__ = [
+    "ACE_MX_EXACT",
+    "ACE_MX_FAST",
+    "ACE_BF16_EXACT",
+    "ACE_BF16_FAST",
+    "f32_bits",
+    "bits_f32",
+    "f32_value",
+    "ieee_bits",
+    "ftz_bits",
+    "x86_fma",
+    "mx_tile_rows",
+    "bf16_tile_rows",
+    "ace_mx_exact",
+    "ace_bf16_exact",
+    "ace_mx_fast",
+    "ace_bf16_fast",
+]
+
+# Variants of the tile multiply (``variant`` in the kernel contract, ``tiles.tile_multiply``).
+ACE_MX_EXACT, ACE_MX_FAST, ACE_BF16_EXACT, ACE_BF16_FAST = 40, 41, 42, 43
+_F64 = ir.DoubleType()
+_QUIET = np.uint32(0x00400000)
+_INDEF = np.uint32(0xFFC00000)
+_SIGN = np.uint32(0x80000000)
+_EXP = np.uint32(0x7F800000)
+_MANT = np.uint32(0x007FFFFF)
+_TOP2_SDE, _TOP2_SPEC, _TOP2_RS, _TOP2_GCC = 0, 1, 2, 3  # ace_top2bf16 indices
+
+
+# -- binary32 as bits ------------------------------------------------------------------------------
+
+
+@intrinsic
+def f32_bits(typingctx, x):
+    """The bit pattern of a float32 (a bit cast: no floating-point operation, no DAZ)."""
+    sig = types.uint32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _I32)
+
+    return sig, codegen
+
+
+@intrinsic
+def bits_f32(typingctx, u):
+    """The float32 with bit pattern ``u`` (a bit cast: a denormal stays what it is)."""
+    sig = types.float32(types.uint32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], _F32)
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def is_nan(u):
+    return (u & _EXP) == _EXP and (u & _MANT) != 0
+
+
+@njit(cache=True, inline="always")
+def f32_value(u):
+    """The exact binary64 value of binary32 bits, made with integer operations only (a denormal
+    is converted without an FPU conversion a caller's DAZ could flush). NaN bits give a NaN."""
+    e = np.int64((u >> 23) & 0xFF)
+    m = np.int64(u & _MANT)
+    neg = (u & _SIGN) != 0
+    if e == 255:
+        if m != 0:
+            return math.nan
+        return -math.inf if neg else math.inf
+    v = math.ldexp(np.float64(m | (0x800000 if e else 0)), (e if e else 1) - 150)
+    return -v if neg else v
+
+
+@njit(cache=True, inline="always")
+def daz_bits(u):
+    """DAZ on bits: a denormal becomes a zero of its sign."""
+    return u & _SIGN if (u & _EXP) == 0 else u
+
+
+@njit(cache=True, inline="always")
+def ftz_bits(s, t):
+    """Bits of the binary32 of the exact ``s + t``: RNE at 24 bits, then a magnitude below 2^-126
+    flushed to zero (``exact.round_ftz``)."""
+    return f32_bits(round_ftz(s, t))
+
+
+@njit(cache=True, inline="always")
+def ieee_bits(s, t):
+    """Bits of the IEEE binary32 nearest to the exact ``s + t`` (ties to even), denormals kept: below
+    2^-126 the grid is 2^-149. ``s = fl64(s + t)`` and ``t`` its error (``exact.two_sum``)."""
+    if not math.isfinite(s):
+        return f32_bits(np.float32(s))
+    a = abs(s)
+    if a >= _MIN_NORMAL:
+        return ftz_bits(s, t)  # the normal range rounds as there (no flush can happen)
+    q = a * 2.0**149  # exact: a power-of-two scaling
+    n = math.floor(q)
+    frac = q - n
+    if frac > 0.5 or (frac == 0.5 and ((t != 0.0 and (t > 0.0) == (s > 0.0)) or (t == 0.0 and n % 2 == 1))):
+        n += 1  # past the midpoint, or on it and odd; n = 2^23 is the smallest normal
+    sign = _SIGN if (s < 0.0 or (s == 0.0 and math.copysign(1.0, s) < 0.0)) else np.uint32(0)
+    return sign | np.uint32(n)
+
+
+@njit(cache=True, inline="always")
+def _inf_times_zero(x, y):
+    return (math.isinf(x) and y == 0.0) or (x == 0.0 and math.isinf(y))
+
+
+@njit(cache=True)
+def x86_fma(a, b, c, ieee):
+    """``a * b + c`` (bits in, bits out), one rounding, x86's NaN rules: a or b NaN -> the first,
+    quieted; Inf * 0 -> INDEF; c NaN -> c quieted; Inf - Inf -> INDEF. ``ieee``: denormal
+    results kept, else flushed (tininess after rounding)."""
+    if is_nan(a):
+        return a | _QUIET
+    if is_nan(b):
+        return b | _QUIET
+    x, y = f32_value(a), f32_value(b)
+    if _inf_times_zero(x, y):
+        return _INDEF
+    if is_nan(c):
+        return c | _QUIET
+    p = x * y  # exact in binary64: two 24-bit significands
+    z = f32_value(c)
+    r = p + z
+    if math.isnan(r):
+        return _INDEF  # Inf - Inf
+    if math.isinf(r):
+        return f32_bits(np.float32(r))
+    s, t = two_sum(p, z)
+    if s == 0.0 and t == 0.0:  # an exact zero: -0 only if both terms are -0
+        neg = math.copysign(1.0, p) < 0.0 and math.copysign(1.0, z) < 0.0
+        return _SIGN if neg else np.uint32(0)
+    return ieee_bits(s, t) if ieee else ftz_bits(s, t)
+
+
+# -- MX: the exact body -----------------------------------------------------------------------------
+
+_SIG_BITS = 16  # a product of two MX elements has at most 16 significant bits (MXINT8: 8 x 8)
+_LIMB = 2.0**32
+
+
+@njit(cache=True)
+def _mx_step(A, a, B, b, c):
+    """One MX outer-product step of one output: the four scaled products ``A[a+e] * B[b+16e]``,
+    rounded once, added into C (bits ``c``). Returns the new C bits."""
+    total = 0.0
+    low = 10**6  # the lowest exponent (frexp's) of a non-zero product
+    for e in range(4):
+        p = A[a + e] * B[b + 16 * e]
+        total += p
+        if p != 0.0 and math.isfinite(p):
+            low = min(low, math.frexp(p)[1])
+    if math.isnan(total):
+        return _INDEF  # a NaN scale, a NaN code, Inf * 0 or +Inf with -Inf (ieee_like)
+    if math.isinf(total):
+        s = np.float32(total)
+    else:
+        # Exact: every product is an integer times 2^(low - _SIG_BITS); split at 2^32 into limbs.
+        unit = low - _SIG_BITS
+        hi = np.int64(0)
+        lo = np.int64(0)
+        for e in range(4):
+            p = A[a + e] * B[b + 16 * e]
+            if p != 0.0:
+                q = math.ldexp(p, -unit)  # an integer below 2^90
+                h = math.floor(q / _LIMB)
+                hi += np.int64(h)
+                lo += np.int64(q - h * _LIMB)
+        s = round_scaled(hi, lo, unit)
+    if is_nan(c):
+        return c | _QUIET  # a NaN C wins (ace_dst_nan="propagate"; the other reading is a payload)
+    r = add32(f32_value(daz_bits(c)), s)
+    return _INDEF if r != r else f32_bits(r)
+
+
+@njit(cache=True, inline="always")
+def ace_mx_exact(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
+    """``nsteps`` MX outer products, exactly as defined, for ``mr`` x ``nc`` outputs."""
+    for mm in range(mr):
+        for n in range(nc):
+            ci = c_off + mm * ldc + n
+            c = f32_bits(C[ci])
+            for t in range(nsteps):
+                c = _mx_step(A, a_off + mm * lda + 4 * t, B, b_off + 64 * t + n, c)
+            C[ci] = bits_f32(c)
+
+
+# -- BF16: the exact body --------------------------------------------------------------------------
+
+
+# Each reading of ace_top2bf16 as a short program over registers (0 a0, 1 a1, 2 b0, 3 b1, 4 C,
+# 5 -0, 6 1.0, 7 p0, 8 p1, 9 s): rows (x, y, z, destination, IEEE rounding, flush the result),
+# each ``dst = x * y + z`` rounded once; -1 ends a program. One call site of ``x86_fma`` keeps the
+# compiled code small.
+_PROGRAMS = np.array(
+    [
+        # sde: p0 = a0*b0 (+ -0 keeps its sign of zero), s = a1*b1 + p0, C = C + s; FTZ each
+        [[0, 2, 5, 7, 0, 0], [1, 3, 7, 9, 0, 0], [4, 6, 9, 4, 0, 0], [-1, 0, 0, 0, 0, 0]],
+        # spec: p0 = a0*b0, p1 = a1*b1, s = p0 + p1, C = C + s; FTZ each (inputs read with DAZ)
+        [[0, 2, 5, 7, 0, 0], [1, 3, 5, 8, 0, 0], [7, 6, 8, 9, 0, 0], [4, 6, 9, 4, 0, 0]],
+        # rs: as spec, IEEE roundings, the two sums flushed
+        [[0, 2, 5, 7, 1, 0], [1, 3, 5, 8, 1, 0], [7, 6, 8, 9, 1, 1], [4, 6, 9, 4, 1, 1]],
+        # gcc_chain: C = a0*b0 + C, then C = a1*b1 + C, IEEE
+        [[0, 2, 4, 4, 1, 0], [1, 3, 4, 4, 1, 0], [-1, 0, 0, 0, 0, 0], [-1, 0, 0, 0, 0, 0]],
+    ],
+    np.int64,
+)
+
+
+@njit(cache=True)
+def _top2_step(regs, reading):
+    """One TOP2BF16PS step of one output: ``regs[0:5]`` hold a0, a1, b0, b1 and C as binary32
+    bits; returns the new C bits."""
+    spec_like = reading == _TOP2_SPEC or reading == _TOP2_RS
+    if spec_like:  # DAZ on the inputs and C
+        for i in range(5):
+            regs[i] = daz_bits(regs[i])
+    regs[5] = _SIGN
+    regs[6] = np.uint32(0x3F800000)
+    for op in range(4):
+        x, y, z, dst, ieee, flush = _PROGRAMS[reading, op]
+        if x < 0:
+            break
+        r = x86_fma(regs[x], regs[y], regs[z], ieee != 0)
+        regs[dst] = daz_bits(r) if flush else r
+    if spec_like and is_nan(regs[4]):
+        return _INDEF  # these readings write the default NaN
+    return regs[4]
+
+
+@njit(cache=True, inline="always")
+def ace_bf16_exact(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
+    """``nsteps`` TOP2BF16PS steps, one binary32 operation at a time, for ``mr`` x ``nc`` outputs."""
+    reading = codes[0]
+    regs = np.empty(10, np.uint32)
+    for mm in range(mr):
+        for n in range(nc):
+            ci = c_off + mm * ldc + n
+            c = f32_bits(C[ci])
+            for p in range(nsteps):
+                a = a_off + mm * lda + 2 * p
+                b = b_off + 2 * _TILE * p + n
+                regs[0], regs[1] = f32_bits(A[a]), f32_bits(A[a + 1])
+                regs[2], regs[3] = f32_bits(B[b]), f32_bits(B[b + _TILE])
+                regs[4] = c
+                c = _top2_step(regs, reading)
+            C[ci] = bits_f32(c)
+
+
+# -- the fast bodies, as explicit LLVM vector IR --------------------------------------------------
+
+
+def _steps_intrinsic(emit):
+    """An intrinsic ``(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps) -> None`` whose IR ``emit``
+    writes: ``emit(builder, ap, bp, cp, rows, b_off, crow, nsteps)`` (as ``vector._body_intrinsic``,
+    with the number of outer-product steps as an IR value)."""
+
+    @intrinsic
+    def body(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc, nsteps):
+        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps)
+
+        def codegen(context, builder, signature, args):
+            ptrs = [_data(context, builder, signature.args[i], args[i]) for i in (0, 3, 5)]
+            a_off_, lda_, b_off_, c_off_, ldc_ = args[1], args[2], args[4], args[6], args[7]
+            steps = context.cast(builder, args[8], signature.args[8], types.int64)
+
+            def rows(r):
+                return builder.add(a_off_, builder.mul(lda_, _const(r)))
+
+            def crow(r):
+                return builder.add(c_off_, builder.mul(ldc_, _const(r)))
+
+            emit(builder, *ptrs, rows, b_off_, crow, steps)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return body
+
+
+def _loop(builder, trips, step, init: list) -> list:
+    """``for t in range(trips): values = step(t, values)`` as one IR loop, ``trips`` an i64 IR value
+    of at least 1."""
+    entry = builder.block
+    loop = builder.append_basic_block("ace.loop")
+    done = builder.append_basic_block("ace.done")
+    builder.branch(loop)
+    builder.position_at_end(loop)
+    t = builder.phi(_I64)
+    t.add_incoming(_const(0), entry)
+    phis = [builder.phi(v.type) for v in init]
+    for ph, v in zip(phis, init):
+        ph.add_incoming(v, entry)
+    out = step(t, list(phis))
+    t1 = builder.add(t, _const(1))
+    t.add_incoming(t1, builder.block)
+    for ph, v in zip(phis, out):
+        ph.add_incoming(v, builder.block)
+    builder.cbranch(builder.icmp_signed("<", t1, trips), loop, done)
+    builder.position_at_end(done)
+    return out
+
+
+def mx_tile_rows(mr: int, width: int = 8):
+    """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps)``: ``nsteps`` MX outer
+    products for ``mr`` rows x 16 columns of C, under the fast-path proof (module docstring).
+    ``width``: doubles per vector (8: zmm, 4: ymm), a divisor of 16. C stays in registers across
+    the steps (float32 vectors of ``width`` lanes)."""
+    vd = ir.VectorType(_F64, width)
+    vf = ir.VectorType(_F32, width)
+    parts = _TILE // width
+
+    def emit(builder, ap, bp, cp, rows, b_off, crow, nsteps):
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vd, [vd] * 3), f"llvm.fma.v{width}f64")
+        arow = [rows(r) for r in range(mr)]
+        cptr = [
+            [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vf) for v in range(parts)] for r in range(mr)
+        ]
+        # C + 0 turns a C of -0 into +0 and changes nothing else. The instruction adds s = +0 for
+        # a zero sum, but the sum here can be -0 (all four products -0); that differs only when C
+        # is -0, which after this is never so: every later C is +0 + s or nonzero (no flush).
+        zero_f = ir.Constant(vf, [0.0] * width)
+        init = [builder.fadd(builder.load(cptr[r][v], align=4), zero_f) for r in range(mr) for v in range(parts)]
+
+        def step(t, flat):
+            k0 = builder.mul(t, _const(4))
+            bv = [
+                [
+                    builder.load(
+                        _ptr(
+                            builder,
+                            bp,
+                            builder.add(
+                                b_off, builder.add(builder.mul(k0, _const(_TILE)), _const(_TILE * e + width * v))
+                            ),
+                            vd,
+                        ),
+                        align=8,
+                    )
+                    for v in range(parts)
+                ]
+                for e in range(4)
+            ]
+            out = []
+            for r in range(mr):
+                a = [
+                    _splat(
+                        builder, builder.load(_ptr(builder, ap, builder.add(arow[r], builder.add(k0, _const(e))))), vd
+                    )
+                    for e in range(4)
+                ]
+                for v in range(parts):
+                    acc = builder.fmul(a[0], bv[0][v])  # exact, as every product
+                    for e in range(1, 4):
+                        acc = builder.call(fma, [a[e], bv[e][v], acc])
+                    s = builder.fptrunc(acc, vf)  # the step's one rounding
+                    out.append(builder.fadd(flat[r * parts + v], s))
+            return out
+
+        final = _loop(builder, nsteps, step, init)
+        for r in range(mr):
+            for v in range(parts):
+                builder.store(final[r * parts + v], cptr[r][v], align=4)
+
+    return _steps_intrinsic(emit)
+
+
+def bf16_tile_rows(mr: int, width: int = 16):
+    """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps)``: ``nsteps`` TOP2BF16PS
+    steps for ``mr`` rows x 16 columns of C, under the fast-path proof: ``C + fma(a1, b1, a0*b0)``
+    with C in registers. ``width``: floats per vector (16: zmm, 8: ymm)."""
+    vt = ir.VectorType(_F32, width)
+    parts = _TILE // width
+
+    def emit(builder, ap, bp, cp, rows, b_off, crow, nsteps):
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3), f"llvm.fma.v{width}f32")
+        arow = [rows(r) for r in range(mr)]
+        cptr = [
+            [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vt) for v in range(parts)] for r in range(mr)
+        ]
+        init = [builder.load(cptr[r][v], align=4) for r in range(mr) for v in range(parts)]
+
+        def step(p, flat):
+            base = builder.add(b_off, builder.mul(p, _const(2 * _TILE)))
+            b = [
+                [
+                    builder.load(_ptr(builder, bp, builder.add(base, _const(_TILE * j + width * v)), vt), align=4)
+                    for v in range(parts)
+                ]
+                for j in range(2)
+            ]
+            out = []
+            for r in range(mr):
+                k = builder.add(arow[r], builder.mul(p, _const(2)))
+                a0 = _splat(builder, builder.load(_ptr(builder, ap, k)), vt)
+                a1 = _splat(builder, builder.load(_ptr(builder, ap, builder.add(k, _const(1)))), vt)
+                for v in range(parts):
+                    p0 = builder.fmul(a0, b[0][v])  # exact under the proof
+                    s = builder.call(fma, [a1, b[1][v], p0])
+                    out.append(builder.fadd(flat[r * parts + v], s))
+            return out
+
+        final = _loop(builder, nsteps, step, init)
+        for r in range(mr):
+            for v in range(parts):
+                builder.store(final[r * parts + v], cptr[r][v], align=4)
+
+    return _steps_intrinsic(emit)
+
+
+def steps_rows(body, mr_body: int):
+    """A tile multiply of ``nsteps`` outer products from a body of ``mr_body`` rows, over the A
+    panel's 16 rows (zero-padded); a partial tile (mr < 16 or nc < 16) runs on a 16 x 16 scratch
+    copy of its C block, and only the real rows and columns are copied back."""
+
+    @njit(inline="always")
+    def tile(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch):
+        partial = mr < _TILE or nc < _TILE
+        if partial:
+            for mm in range(_TILE):
+                for n in range(_TILE):
+                    scratch[mm * _TILE + n] = C[c_off + mm * ldc + n] if mm < mr and n < nc else 0
+            tgt, t_off, t_ld = scratch, 0, _TILE
+        else:
+            tgt, t_off, t_ld = C, c_off, ldc
+        for mm in range(0, _TILE, mr_body):
+            body(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld, nsteps)
+        if partial:
+            for mm in range(mr):
+                for n in range(nc):
+                    C[c_off + mm * ldc + n] = scratch[mm * _TILE + n]
+
+    return tile
+
+
+# -- the tile multiplies ``tiles.tile_multiply`` runs for the ACE variants -------------------------
+
+_MX, _BF = shape("ace_mx"), shape("ace_bf16")
+_mx_fast = steps_rows(mx_tile_rows(_MX.rows, _MX.width), _MX.rows)
+_bf16_fast = steps_rows(bf16_tile_rows(_BF.rows, _BF.width), _BF.rows)
+
+
+@njit(inline="always")
+def ace_mx_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
+    _mx_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)
+
+
+@njit(inline="always")
+def ace_bf16_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
+    if codes[0] == _TOP2_SDE:
+        _bf16_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)
+    else:  # the other readings of ace_top2bf16: the exact body
+        ace_bf16_exact(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes)

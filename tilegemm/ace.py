@@ -1,0 +1,266 @@
+"""ACE operands: OCP MX block scales (E8M0), and A and B as the ACE kernel families read them.
+
+- :func:`scale_codes` / :func:`check_scales`: the ``scales=(sa, sb)`` of a call, validated. A
+  block scale is an E8M0 code (OCP Microscaling Formats v1.0, ``ml_dtypes.float8_e8m0fnu``):
+  ``2^(code - 127)`` for 0x00..0xFE, 0xFF is NaN. ``sa`` has A's shape with its K axis replaced
+  by ``ceil(K / 32)`` blocks, ``sb`` B's; ``None`` stands for every scale 0x7F (1.0).
+- :func:`values`: the binary64 value of every code an MX outer product reads: the 8-bit floats by
+  their formula for every code (E4M3 0x7F = 480; AMX-FP8's NaN and infinity rules with
+  ``ace_fp8_specials="ieee_like"``), MXINT8 as ``code * 2^-6``.
+- :func:`a_panels` / :func:`b_blocks`: layout ``"mx64"``, each value times its block scale in
+  binary64 (exact: a power-of-two scaling of at most 8 significant bits), a NaN scale giving NaN;
+  layout ``"f32keep"``, BF16 as float32 with denormals kept (TOP2BF16PS reads no input as zero).
+  Each also returns what the fast-path proof (``tilegemm.plan``) needs.
+
+This module rearranges, widens and scales exact values; it never rounds (``formats`` converts
+user values to codes).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import njit, prange
+
+from .formats import NumberFormat
+from .instructions import Instruction
+
+__all__ = [
+    "LAYOUTS",
+    "E8M0_ONE",
+    "E8M0_NAN",
+    "scale_codes",
+    "scale_shape",
+    "check_scales",
+    "scale_values",
+    "values",
+    "a_panels",
+    "b_blocks",
+    "layout_key",
+]
+
+#: The layouts of the ACE kernel families (``tilegemm.dispatch.FAMILIES``).
+LAYOUTS = ("mx64", "f32keep")
+E8M0_ONE = 0x7F  # 2^0
+E8M0_NAN = 0xFF
+_NO_EXPONENT = -32768
+#: A BF16 denormal's exponent in the proof's terms: below every normal one, so that no fast path runs.
+_DENORMAL = -133
+
+
+def _e8m0_dtype() -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.float8_e8m0fnu)
+
+
+def scale_shape(operand_shape: tuple[int, ...], block: int, side: str) -> tuple[int, ...]:
+    """The shape of an operand's scales: its K axis (A's last, B's second to last, a 1-D
+    operand's only one) replaced by ``ceil(K / block)``."""
+    if side == "a" or len(operand_shape) == 1:
+        return tuple(operand_shape[:-1]) + (-(-operand_shape[-1] // block),)
+    return tuple(operand_shape[:-2]) + (-(-operand_shape[-2] // block), operand_shape[-1])
+
+
+def scale_codes(x, shape: tuple[int, ...], operand: str, dtype_name: str) -> np.ndarray:
+    """``x`` as E8M0 codes (uint8) of ``shape``: ``ml_dtypes.float8_e8m0fnu`` arrays as they are,
+    uint8 arrays as codes; None gives every scale 0x7F. ``TypeError`` for any other element type
+    (a float is not quantised to a power of two here), ``ValueError`` for another shape."""
+    if x is None:
+        return np.full(shape, E8M0_ONE, np.uint8)
+    x = np.asarray(x)
+    if x.dtype == np.uint8:
+        codes = x
+    elif x.dtype.type.__module__ == "ml_dtypes" and x.dtype == _e8m0_dtype():
+        codes = x.view(np.uint8)
+    else:
+        raise TypeError(
+            f"scales for {operand} have dtype {x.dtype}; dtype {dtype_name!r} takes E8M0 block scales as "
+            f"ml_dtypes.float8_e8m0fnu or uint8 codes (floats are not rounded to powers of two implicitly)"
+        )
+    if codes.shape != tuple(shape):
+        raise ValueError(
+            f"scales for {operand} have shape {codes.shape}, but dtype {dtype_name!r} needs {tuple(shape)}: "
+            f"{operand}'s shape with K replaced by its number of 32-element blocks"
+        )
+    return codes
+
+
+def check_scales(
+    instr: Instruction, dtype_name: str, scales, a_shape, b_shape, packed_scales=None, packed: bool = False
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The E8M0 codes ``(sa, sb)`` of a call, shaped as ``a`` and ``b`` are (``sb`` None when B
+    comes packed: its scales are the PackedB's). ``ValueError`` for scales given to a dtype without
+    block scales, or B's scales given beside a packed B; ``TypeError`` for anything but a pair."""
+    if not instr.scale_block:
+        if scales is not None:
+            raise ValueError(
+                f"scales are the MX block scales of the ACE MX dtypes; dtype {dtype_name!r} "
+                f"({instr.mnemonic}) takes none"
+            )
+        if packed_scales is not None:
+            raise ValueError(f"the packed B carries MX block scales; dtype {dtype_name!r} takes none")
+        return None, None
+    if scales is None:
+        scales = (None, None)
+    if not isinstance(scales, (tuple, list)) or len(scales) != 2:
+        raise TypeError(f"scales must be a pair (sa, sb) of E8M0 arrays (or None), got {type(scales).__name__}")
+    sa_in, sb_in = scales
+    if packed and sb_in is not None:
+        raise ValueError("B is packed: its scales are the ones given to tilegemm.pack; pass scales=(sa, None)")
+    sa = scale_codes(sa_in, scale_shape(a_shape, instr.scale_block, "a"), "a", dtype_name)
+    if packed:
+        return sa, None
+    sb = scale_codes(sb_in, scale_shape(b_shape, instr.scale_block, "b"), "b", dtype_name)
+    return sa, sb
+
+
+@functools.cache
+def scale_values() -> np.ndarray:
+    """The binary64 value of every E8M0 code: 2^(code - 127), NaN for 0xFF (read-only)."""
+    v = np.ldexp(1.0, np.arange(256) - 127)
+    v[E8M0_NAN] = np.nan
+    v.flags.writeable = False
+    return v
+
+
+@functools.cache
+def values(fmt: NumberFormat, ieee: bool = False) -> np.ndarray:
+    """The binary64 value of every code 0..255 an MX outer product reads (read-only)."""
+    from . import float8
+    from .reference.fp8 import fix
+
+    codes = np.arange(256)
+    mf = fmt.minifloat
+    if mf is None:  # MXINT8: the two's complement byte times 2^-6
+        v = np.ldexp(codes.astype(np.uint8).view(np.int8).astype(np.float64), -fmt.fixed_point)
+    elif ieee:
+        v = float8.decode_table(fmt).copy()
+    else:
+        v = np.ldexp(fix(codes, mf, every_code=True).astype(np.float64), -mf.fix_shift)
+        v[0x80] = -0.0
+    v.flags.writeable = False
+    return v
+
+
+@functools.cache
+def _exponents(fmt: NumberFormat, ieee: bool) -> np.ndarray:
+    v = values(fmt, ieee)
+    live = np.isfinite(v) & (v != 0)
+    e = np.full(256, _NO_EXPONENT, np.int16)
+    e[live] = np.frexp(v[live])[1] - 1
+    e.flags.writeable = False
+    return e
+
+
+def _ieee(options) -> bool:
+    return (options or {}).get("ace_fp8_specials") == "ieee_like"
+
+
+def layout_key(layout: str, options) -> str:
+    """What a kernel B block of ``layout`` depends on beyond the packed bytes and scales."""
+    return f"{layout}:ieee" if layout == "mx64" and _ieee(options) else layout
+
+
+def _scale_floor(codes: np.ndarray | None) -> int:
+    """The smallest block-scale exponent in use (NaN scales skipped; 0 when there are none)."""
+    if codes is None:
+        return 0
+    live = codes[codes != E8M0_NAN]
+    return int(live.min()) - 127 if live.size else 0
+
+
+@njit(cache=True, parallel=True)
+def _pack_a_mx(src, vals, exps, spow, sa, dst):
+    """src (nA, M, K) codes -> dst (nA, MT, KB, 16, k_step) scaled binary64 values (zero-filled
+    beforehand); sa (nA, M, blocks) E8M0 codes. Returns the largest exponent of a non-zero
+    finite value, before scaling (-32768: none)."""
+    nA, M, K = src.shape
+    k_step = dst.shape[4]
+    hi = np.full(nA * M, -32768, np.int32)
+    for row in prange(nA * M):
+        a = row // M
+        m = row % M
+        rhi = -32768
+        for kb in range(-(-K // k_step)):
+            out = dst[a, m // 16, kb, m % 16]
+            for kin in range(min(k_step, K - kb * k_step)):
+                k = kb * k_step + kin
+                c = np.uint8(src[a, m, k])
+                out[kin] = vals[c] * spow[sa[a, m, k // 32]]
+                rhi = max(rhi, np.int32(exps[c]))
+        hi[row] = rhi
+    return hi.max()
+
+
+def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scales, options):
+    """A (nA, M, K) codes (or float32 headed for the format, rounded here once) as the ACE panels
+    ``(nA, M_tiles, k_blocks, 16, k_block)``, and the range the proof reads: for ``"mx64"``
+    (smallest scale exponent, largest unscaled value exponent), for ``"f32keep"`` (smallest,
+    largest exponent), None where A has no non-zero finite value. ``scales``: A's E8M0 codes
+    ``(nA, M, blocks)`` or None (all 1.0)."""
+    nA, M, K = a.shape
+    panels = (nA, -(-M // 16), k_blocks, 16, instr.k_block)
+    if a.dtype == np.float32 and instr.a.f32_round is not None:
+        a = instr.a.f32_round(a.view(np.uint32))
+    if layout == "f32keep":
+        return _f32keep_panels(a, panels)
+    fmt = instr.a
+    if scales is None:
+        scales = np.full((nA, M, -(-K // instr.scale_block)), E8M0_ONE, np.uint8)
+    dst = np.zeros(panels, np.float64)
+    hi = _pack_a_mx(a, values(fmt, _ieee(options)), _exponents(fmt, _ieee(options)), scale_values(), scales, dst)
+    return dst, (None if hi == _NO_EXPONENT else (_scale_floor(scales), int(hi)))
+
+
+def _f32_range(codes: np.ndarray) -> tuple[int, int] | None:
+    """(smallest, largest) unbiased exponent of the non-zero finite BF16 codes; a denormal counts as
+    exponent -133 (so that no fast path takes it)."""
+    e = (codes.astype(np.int32) >> 7) & 0xFF
+    normal = (e > 0) & (e < 255)
+    denormal = (e == 0) & ((codes & 0x7F) != 0)
+    if not normal.any():
+        return (_DENORMAL, _DENORMAL) if denormal.any() else None
+    lo = _DENORMAL if denormal.any() else int(e[normal].min()) - 127
+    return lo, int(e[normal].max()) - 127
+
+
+def _f32keep_panels(a: np.ndarray, panels) -> tuple[np.ndarray, tuple[int, int] | None]:
+    nA, MT, KB, _, width = panels
+    M, K = a.shape[1], a.shape[2]
+    padded = np.zeros((nA, MT * 16, KB * width), np.uint16)
+    padded[:, :M, :K] = a
+    blocks = padded.reshape(nA, MT, 16, KB, width).transpose(0, 1, 3, 2, 4)
+    out = (blocks.astype(np.uint32) << 16).view(np.float32)
+    return np.ascontiguousarray(out), _f32_range(a)
+
+
+def b_blocks(fmt: NumberFormat, layout: str, el: np.ndarray, scales, options, block: int = 32):
+    """B's packed codes ``(..., KB, NB, 16, 16, group)`` as an ACE family's kernel blocks
+    ``(batch, NB, KB, 16, group, 16)`` and the proof's range (as :func:`a_panels`). ``"mx64"``:
+    ``[k][n]`` binary64 values times their block scales; ``"f32keep"``: ``[pair][element][n]``
+    float32.
+    ``scales``: B's E8M0 codes ``(..., blocks, N)`` or None."""
+    flat = el.reshape((-1,) + el.shape[-5:])
+    nB, KB, NB, R, n, g = flat.shape
+    if layout == "f32keep":
+        out = (flat.swapaxes(1, 2).swapaxes(-1, -2).astype(np.uint32) << 16).view(np.float32)
+        return np.ascontiguousarray(out), _f32_range(flat)
+    ieee = _ieee(options)
+    vals = values(fmt, ieee)[flat]  # (nB, KB, NB, 16, 16, 4)
+    per_block = block // g  # VNNI rows per scale block (8)
+    codes = np.full((nB, KB * R // per_block, NB * n), E8M0_ONE, np.uint8)
+    if scales is not None:
+        s = scales.reshape((nB,) + scales.shape[-2:])
+        codes[:, : s.shape[1], : s.shape[2]] = s
+    factor = scale_values()[codes].reshape(nB, KB, R // per_block, NB, n)
+    scaled = (
+        vals.reshape(nB, KB, NB, R // per_block, per_block, n, g)
+        * factor.transpose(0, 1, 3, 2, 4)[:, :, :, :, None, :, None]
+    )
+    out = scaled.reshape(nB, KB, NB, R, n, g).transpose(0, 2, 1, 3, 5, 4)  # [k = 4r + j][n]
+    exps = _exponents(fmt, ieee)[flat]
+    hi = int(exps.max()) if exps.size else _NO_EXPONENT
+    rng = None if hi == _NO_EXPONENT else (_scale_floor(scales), hi)
+    return np.ascontiguousarray(out), rng

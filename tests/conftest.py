@@ -79,3 +79,23 @@ def path(request, monkeypatch):
         monkeypatch.setattr(plan, "fast_path_ok", lambda *args, **kw: False)
         monkeypatch.setattr(plan, "FORCED_PATH", "exact")  # blocked kernels: every block exact
     return request.param
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): tests that run on one pytest-xdist worker")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Groups for ``pytest -n auto --dist loadgroup`` (the README's test command): the kernel
+    tester's cases by (isa, dtype), every other test by its module. A group runs on one worker, so
+    the two workers of a cold run compile different kernels instead of racing to compile the same
+    ones (the Numba cache makes the second compile of a kernel a load)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        callspec = getattr(item, "callspec", None)
+        if item.module.__name__.endswith("test_kernels") and callspec is not None and "isa" in callspec.params:
+            group = f"kernels-{callspec.params['isa']}-{callspec.params['dtype']}"
+        else:
+            group = item.module.__name__
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -11,7 +11,10 @@ compares the bits with ``tilegemm.reference``:
 - for the MX dtypes, random block scales (E8M0, around 1.0, one NaN scale in A and one in B) with
   every sub-problem, the prepacked B packed with its scales;
 - M x N: every m <= 16 R and n <= 16 C of the superblock for the seed's tilings; for the others
-  every m with n = 16 C, every n with m = 16 R, and a seeded sample of pairs;
+  every m with n = 16 C, every n with m = 16 R, and a seeded sample of pairs, on the fast path;
+  on a forced slower path (``corners_only``) the other tilings run the superblock's corner shapes
+  (the slow paths' per-element code is the one the seed's tilings run in full; what a tiling
+  changes, the walk over its tiles, shows at its edges);
 - A and B given as strided and transposed views, and C accumulated from a random start.
 
 Values are random (seeded), the reference is computed once per K on the largest superblock and
@@ -87,8 +90,9 @@ def mn_pairs(kernel: dispatch.Kernel) -> list[tuple[int, int]]:
 
 
 class KernelTester:
-    def __init__(self, isa: str, dtype: str, tiling: str):
+    def __init__(self, isa: str, dtype: str, tiling: str, corners_only: bool = False):
         self.kernel = dispatch.lookup(isa, dtype, tiling)
+        self.corners_only = corners_only
         self.name = self.kernel.name
         self.isa, self.dtype, self.tiling = isa, dtype, tiling
         self.threads = min(2, numba.config.NUMBA_NUM_THREADS)
@@ -99,8 +103,8 @@ class KernelTester:
 
     def run(self):
         rows, cols = 16 * self.kernel.rows, 16 * self.kernel.cols
-        corners = [(1, 1), (1, cols), (rows, 1), (rows - 1, cols - 1), (rows, cols)]
-        cases = [(k, mn_pairs(self.kernel)) for k in k_values(self.kernel)]
+        corners = [(1, 1), (1, cols), (rows, 1), (rows // 2 + 1, cols // 2 + 1), (rows - 1, cols - 1), (rows, cols)]
+        cases = [(k, corners if self.corners_only else mn_pairs(self.kernel)) for k in k_values(self.kernel)]
         cases += [(k, corners) for k in k_corners(self.kernel)]
         for k, pairs in cases:
             a, b, sa, sb, c0, ref, ref_c = _problem(self.isa, self.dtype, k)

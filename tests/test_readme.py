@@ -30,7 +30,7 @@ LONG = ("bench",)  # verbs whose README runs take minutes
 def test_two_setup_commands_and_ci_runs_the_second():
     main, test = readme_commands.setup_commands(TEXT)
     assert main == "python -m pip install . && python -m tilegemm demo"
-    assert test.startswith("python -m pip install -e") and test.endswith("python -m pytest")
+    assert test.startswith("python -m pip install -e") and "&& python -m pytest" in test
     ci = (ROOT / ".ci" / "run").read_text()
     assert "readme_commands.py test" in ci and "fresh-clone" in ci
 

@@ -139,3 +139,18 @@ def test_thread_splits_give_identical_bits(m, n):
         assert_bits(one, np.stack([tilegemm.reference.matmul(x, b, dtype) for x in a]), dtype)
         for t in range(2, numba.config.NUMBA_NUM_THREADS + 1):
             assert_bits(tilegemm.matmul(a, b, dtype, threads=t), one, f"{dtype}, {t} threads")
+
+
+def test_the_one_thread_blas_limit_leaves_numbas_threads_alone():
+    """The speed targets time numpy on one BLAS thread; Numba's parallel kernels may run on an
+    OpenMP pool, which must keep its threads there (else "2 threads vs 1" times one against one)."""
+    from threadpoolctl import threadpool_info
+
+    from tilegemm import perf
+
+    tilegemm.matmul(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32), threads=2)  # Numba's pool
+    before = {(p["user_api"], p["filepath"]): p["num_threads"] for p in threadpool_info()}
+    with perf._one_thread_blas():
+        inside = {(p["user_api"], p["filepath"]): p["num_threads"] for p in threadpool_info()}
+    for (api, path), n in inside.items():
+        assert n == (1 if api == "blas" else before[(api, path)]), (api, path, n)

@@ -564,7 +564,7 @@ def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
     report("# targets: ratios timed side by side in this process (medians of alternating repetitions), 1 thread")
     for r in perf.speed_targets(sizes, repeats, report=lambda line: None):
         add(r.what, r.ratio, r.goal, r.met, r.samples, r.ran)
-    with threadpool_limits(1):
+    with threadpool_limits(1, user_api="blas"):  # not Numba's OpenMP pool
         n = max(sizes)
         a, b = inputs("INT8", n)
         packed = pack(b, "int8")

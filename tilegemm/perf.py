@@ -113,7 +113,9 @@ def _x86() -> bool:
 def _one_thread_blas():
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(1):
+    # BLAS only: Numba's OpenMP threading layer is an OpenMP pool too, and limiting every pool to
+    # one thread would run tilegemm's "2 threads" on one.
+    with threadpool_limits(1, user_api="blas"):
         yield
 
 

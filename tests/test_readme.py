@@ -9,6 +9,7 @@ as ``bench --sizes 64 --budget 5`` from a fresh clone, in CI (``.ci/fresh-clone`
 from __future__ import annotations
 
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -59,3 +60,16 @@ def test_every_instruction_page_is_listed():
         assert page in TEXT, f"the README's documentation index lacks {page}"
     for isa in instructions.ISAS:
         assert f'isa="{isa}"' in TEXT or f"`{isa}`" in TEXT, isa
+
+
+PYTHON = [m.group(1) for m in re.finditer(r"```python\n(.*?)```", TEXT, re.S)]
+
+
+def test_the_readme_shows_python():
+    assert any("tilegemm.matmul(" in code for code in PYTHON)
+
+
+@pytest.mark.parametrize("code", PYTHON, ids=[f"block{i}" for i in range(len(PYTHON))])
+def test_every_python_example_runs(code, tmp_path):
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]

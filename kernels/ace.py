@@ -54,8 +54,9 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .exact import _MIN_NORMAL, add32, round_ftz, round_scaled, two_sum
+from .rounding import bits_f32, f32_bits
 from .targets import shape
-from .vector import _F32, _I32, _I64, _TILE, _const, _data, _ptr, _splat
+from .vector import _F32, _TILE, _const, _data, _ptr, _splat, ir_loop
 
 __all__ = [
     "ACE_MX_EXACT",
@@ -88,28 +89,6 @@ _TOP2_SDE, _TOP2_SPEC, _TOP2_RS, _TOP2_GCC = 0, 1, 2, 3  # ace_top2bf16 indices
 
 
 # -- binary32 as bits ------------------------------------------------------------------------------
-
-
-@intrinsic
-def f32_bits(typingctx, x):
-    """The bit pattern of a float32 (a bit cast: no floating-point operation, no DAZ)."""
-    sig = types.uint32(types.float32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], _I32)
-
-    return sig, codegen
-
-
-@intrinsic
-def bits_f32(typingctx, u):
-    """The float32 with bit pattern ``u`` (a bit cast: a denormal stays what it is)."""
-    sig = types.float32(types.uint32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], _F32)
-
-    return sig, codegen
 
 
 @njit(cache=True, inline="always")
@@ -341,29 +320,6 @@ def _steps_intrinsic(emit):
     return body
 
 
-def _loop(builder, trips, step, init: list) -> list:
-    """``for t in range(trips): values = step(t, values)`` as one IR loop, ``trips`` an i64 IR value
-    of at least 1."""
-    entry = builder.block
-    loop = builder.append_basic_block("ace.loop")
-    done = builder.append_basic_block("ace.done")
-    builder.branch(loop)
-    builder.position_at_end(loop)
-    t = builder.phi(_I64)
-    t.add_incoming(_const(0), entry)
-    phis = [builder.phi(v.type) for v in init]
-    for ph, v in zip(phis, init):
-        ph.add_incoming(v, entry)
-    out = step(t, list(phis))
-    t1 = builder.add(t, _const(1))
-    t.add_incoming(t1, builder.block)
-    for ph, v in zip(phis, out):
-        ph.add_incoming(v, builder.block)
-    builder.cbranch(builder.icmp_signed("<", t1, trips), loop, done)
-    builder.position_at_end(done)
-    return out
-
-
 def mx_tile_rows(mr: int, width: int = 8):
     """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps)``: ``nsteps`` MX outer
     products for ``mr`` rows x 16 columns of C, under the fast-path proof (module docstring).
@@ -420,7 +376,7 @@ def mx_tile_rows(mr: int, width: int = 8):
                     out.append(builder.fadd(flat[r * parts + v], s))
             return out
 
-        final = _loop(builder, nsteps, step, init)
+        final = ir_loop(builder, nsteps, step, init)
         for r in range(mr):
             for v in range(parts):
                 builder.store(final[r * parts + v], cptr[r][v], align=4)
@@ -463,7 +419,7 @@ def bf16_tile_rows(mr: int, width: int = 16):
                     out.append(builder.fadd(flat[r * parts + v], s))
             return out
 
-        final = _loop(builder, nsteps, step, init)
+        final = ir_loop(builder, nsteps, step, init)
         for r in range(mr):
             for v in range(parts):
                 builder.store(final[r * parts + v], cptr[r][v], align=4)

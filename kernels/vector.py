@@ -207,10 +207,11 @@ def int_tile_rows(mr: int):
     return _body_intrinsic(emit)
 
 
-def ir_loop(builder, trips: int, step, init: list) -> list:
+def ir_loop(builder, trips, step, init: list) -> list:
     """Emit ``for t in range(trips): values = step(t, values)`` as one IR loop (not unrolled), so
-    that a long K step compiles as a short body. ``t`` is an i64 IR value, ``values`` a flat list of
-    IR values (the accumulators); returns their final values, the builder placed after the loop."""
+    that a long K step compiles as a short body. ``trips`` (at least 1) is an int or an i64 IR
+    value; ``t`` is an i64 IR value, ``values`` a flat list of IR values (the accumulators);
+    returns their final values, the builder placed after the loop."""
     entry = builder.block
     loop = builder.append_basic_block("k.loop")
     done = builder.append_basic_block("k.done")
@@ -226,6 +227,7 @@ def ir_loop(builder, trips: int, step, init: list) -> list:
     t.add_incoming(t1, builder.block)
     for ph, v in zip(phis, out):
         ph.add_incoming(v, builder.block)
-    builder.cbranch(builder.icmp_unsigned("<", t1, _const(trips)), loop, done)
+    n = trips if isinstance(trips, ir.Value) else _const(trips)
+    builder.cbranch(builder.icmp_unsigned("<", t1, n), loop, done)
     builder.position_at_end(done)
     return out

@@ -8,6 +8,9 @@
   are affected: the locator declines every other function.
 - :func:`stamp_with_dependencies`: the on-disk cache of a kernel notices edits to the modules it
   inlines, not only its own file.
+- :func:`lazy_vectorize`: a ``numba.vectorize`` ufunc built on its first call rather than at
+  import. Numba caches a ufunc's element function but compiles its array loop afresh in every
+  process, about 0.1 s each; building the sixteen of them eagerly was most of ``import tilegemm``.
 
 Both reach into Numba's caching internals (``numba.core.caching``); ``tests/kernels/test_cache.py``
 checks them against the installed Numba.
@@ -15,10 +18,13 @@ checks them against the installed Numba.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import threading
+from typing import Any, Callable
 
-__all__ = ["install_locator", "cache_root", "stamp_with_dependencies", "dependency_stamp"]
+__all__ = ["install_locator", "cache_root", "stamp_with_dependencies", "dependency_stamp", "lazy_vectorize"]
 
 
 def cache_root() -> str:
@@ -91,3 +97,53 @@ def stamp_with_dependencies(dispatcher, modules) -> None:
     if cache_file is not None and hasattr(cache_file, "_source_stamp"):
         paths = [m.__file__ for m in modules]
         cache_file._source_stamp = dependency_stamp(cache_file._source_stamp, paths)
+
+
+class LazyUfunc:
+    """A ``numba.vectorize(signatures, cache=True)`` ufunc, compiled on its first use.
+
+    Calls, keywords (``out=``) and attributes (``types``, ``reduce``, ...) go to the real ufunc.
+    Not callable from ``@njit`` code: kernels call the scalar functions the ufunc wraps.
+    """
+
+    def __init__(self, signatures: list[str], func: Callable[..., Any]) -> None:
+        self._signatures = signatures
+        self._func = func
+        self._ufunc: Any = None
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, func)
+
+    @property
+    def ufunc(self) -> Any:
+        """The compiled NumPy ufunc (built now if this is the first use)."""
+        if self._ufunc is None:
+            with self._lock:
+                if self._ufunc is None:
+                    from numba import vectorize
+
+                    self._ufunc = vectorize(self._signatures, cache=True)(self._func)
+        return self._ufunc
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.ufunc(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.ufunc, name)
+
+    def __reduce__(self) -> str:
+        return self.__qualname__  # pickled by name, as a module-level ufunc is
+
+    def __repr__(self) -> str:
+        state = "compiled" if self._ufunc is not None else "compiled on first use"
+        return f"<tilegemm ufunc {self.__name__} {self._signatures} ({state})>"
+
+
+def lazy_vectorize(signatures: list[str]) -> Callable[[Callable[..., Any]], LazyUfunc]:
+    """Decorator: ``numba.vectorize(signatures, cache=True)``, built on first use (:class:`LazyUfunc`)."""
+
+    def wrap(func: Callable[..., Any]) -> LazyUfunc:
+        return LazyUfunc(signatures, func)
+
+    return wrap

@@ -24,8 +24,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, vectorize
+from numba import njit
 
+from ._cache import lazy_vectorize
 from .exact import two_sum
 
 _SIGN = np.uint32(0x80000000)
@@ -133,19 +134,19 @@ def fma_bits(x, y, z):
     return encode(s, t)
 
 
-@vectorize(["uint32(uint32, uint32)"], cache=True)
+@lazy_vectorize(["uint32(uint32, uint32)"])
 def vaddps(x, y):
     """binary32 bits ``x + y`` (IEEE, RNE, gradual underflow), lane by lane."""
     return add_bits(x, y)
 
 
-@vectorize(["uint32(uint32, uint32, uint32)"], cache=True)
+@lazy_vectorize(["uint32(uint32, uint32, uint32)"])
 def vfmadd(x, y, z):
     """binary32 bits ``x * y + z`` (IEEE, one rounding, gradual underflow), lane by lane."""
     return fma_bits(x, y, z)
 
 
-@vectorize(["uint16(uint32)"], cache=True)
+@lazy_vectorize(["uint16(uint32)"])
 def vcvtneps2bf16(bits):
     """binary32 bits -> bf16 bits as VCVTNEPS2BF16: a NaN keeps its sign and top payload bits and
     is quieted; zero and denormal inputs become a zero of their sign; the rest round to nearest

@@ -25,9 +25,10 @@ exponent range the fast-path proof needs, in the same pass.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, vectorize
+from numba import njit, prange
 
 from .kernels import rounding
+from .kernels._cache import lazy_vectorize
 
 __all__ = [
     "f32_to_bf16",
@@ -56,31 +57,31 @@ MODE_F32_TO_BF16, MODE_BF16, MODE_FP16, MODE_F32_TO_FP16 = 0, 1, 2, 3
 MODE_BF16_KEEP, MODE_F32_TO_BF16_KEEP = 4, 5
 
 
-@vectorize(["uint16(uint32)"], cache=True)
+@lazy_vectorize(["uint16(uint32)"])
 def f32_to_bf16(bits):
     """binary32 bits -> BF16 bits, RNE; NaN stays a (quiet) NaN of the same sign."""
     return rounding.f32_to_bf16(bits)
 
 
-@vectorize(["uint16(uint32)"], cache=True)
+@lazy_vectorize(["uint16(uint32)"])
 def f32_to_fp16(bits):
     """binary32 bits -> binary16 bits, RNE, overflow to infinity, denormals rounded in place."""
     return rounding.f32_to_fp16(bits)
 
 
-@vectorize(["uint32(uint16)"], cache=True)
+@lazy_vectorize(["uint32(uint16)"])
 def bf16_to_f32_daz(h):
     """BF16 bits -> binary32 bits, exact; a BF16 denormal becomes a zero of its sign."""
     return rounding.bf16_to_f32_daz(h)
 
 
-@vectorize(["uint32(uint16)"], cache=True)
+@lazy_vectorize(["uint32(uint16)"])
 def bf16_to_f32(h):
     """BF16 bits -> binary32 bits, exact, denormals kept (a left shift by 16)."""
     return np.uint32(h) << 16
 
 
-@vectorize(["uint32(uint16)"], cache=True)
+@lazy_vectorize(["uint32(uint16)"])
 def fp16_to_f32(h):
     """binary16 bits -> binary32 bits, exact, denormals kept."""
     return rounding.fp16_to_f32(h)
@@ -117,22 +118,22 @@ def pack_a_float(src, mode, dst):
             # One loop per mode, so that each is a straight, vectorizable loop.
             if mode == MODE_F32_TO_BF16:
                 for kin in range(seg.size):
-                    out[kin] = bf16_to_f32_daz(f32_to_bf16(np.uint32(seg[kin])))
+                    out[kin] = rounding.bf16_to_f32_daz(rounding.f32_to_bf16(np.uint32(seg[kin])))
             elif mode == MODE_BF16:
                 for kin in range(seg.size):
-                    out[kin] = bf16_to_f32_daz(np.uint16(seg[kin]))
+                    out[kin] = rounding.bf16_to_f32_daz(np.uint16(seg[kin]))
             elif mode == MODE_F32_TO_FP16:
                 for kin in range(seg.size):
-                    out[kin] = fp16_to_f32(f32_to_fp16(np.uint32(seg[kin])))
+                    out[kin] = rounding.fp16_to_f32(rounding.f32_to_fp16(np.uint32(seg[kin])))
             elif mode == MODE_BF16_KEEP:
                 for kin in range(seg.size):
                     out[kin] = np.uint32(np.uint16(seg[kin])) << 16
             elif mode == MODE_F32_TO_BF16_KEEP:
                 for kin in range(seg.size):
-                    out[kin] = np.uint32(f32_to_bf16(np.uint32(seg[kin]))) << 16
+                    out[kin] = np.uint32(rounding.f32_to_bf16(np.uint32(seg[kin]))) << 16
             else:
                 for kin in range(seg.size):
-                    out[kin] = fp16_to_f32(np.uint16(seg[kin]))
+                    out[kin] = rounding.fp16_to_f32(np.uint16(seg[kin]))
             for kin in range(seg.size):
                 rlo, rhi = _exponent_update(out[kin], rlo, rhi)
         lo[row] = rlo
@@ -222,13 +223,13 @@ def _f32_to_fp8(bits, mbits, bias, ieee):
     return np.uint8(sign | min(q, top))
 
 
-@vectorize(["uint8(uint32)"], cache=True)
+@lazy_vectorize(["uint8(uint32)"])
 def f32_to_e5m2(bits):
     """binary32 bits -> E5M2 code, RNE, overflow to infinity (as ml_dtypes.float8_e5m2)."""
     return _f32_to_fp8(bits, 2, 15, True)
 
 
-@vectorize(["uint8(uint32)"], cache=True)
+@lazy_vectorize(["uint8(uint32)"])
 def f32_to_e4m3fn(bits):
     """binary32 bits -> E4M3 "fn" code, RNE, overflow to NaN (as ml_dtypes.float8_e4m3fn)."""
     return _f32_to_fp8(bits, 3, 7, False)

@@ -24,14 +24,6 @@ def test_gemm_cache_stamp_covers_its_dependencies(tmp_path):
     assert _cache.dependency_stamp(own, copies) != before
 
 
-def _int8_entry() -> str:
-    """The name of the entry point an int8 call compiles on this host."""
-    from tilegemm import dispatch
-
-    kernel = dispatch.lookup("amx", "int8", "2x2")
-    return kernel.blocked_name or kernel.family.fast
-
-
 def _run_cold(tmp_path, **env_extra):
     import os
     import subprocess
@@ -39,9 +31,15 @@ def _run_cold(tmp_path, **env_extra):
 
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
     env.update(XDG_CACHE_HOME=str(tmp_path / "xdg"), **env_extra)
-    code = "import numpy as np, tilegemm; print(tilegemm.matmul(np.int8([[1, 2]]), np.int8([[3], [4]]), 'int8'))"
+    # Two small cached functions, one from each source folder (a kernel takes tens of seconds to
+    # compile; the locator treats every function of tilegemm's own files alike).
+    code = (
+        "import numpy as np; from tilegemm import convert; from tilegemm.kernels import rounding; "
+        "print(hex(rounding.f32_to_bf16(np.uint32(0x3F808000))), "
+        "convert._exponent_update(np.uint32(0x3F800000), 255, 0))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[[11]]"
+    assert out.stdout.strip() == "0x3f80 (127, 127)"  # 1 + 2^-8 is a tie: even, 1.0
 
 
 def test_compiled_code_goes_to_the_user_cache(tmp_path):
@@ -55,13 +53,14 @@ def test_compiled_code_goes_to_the_user_cache(tmp_path):
     _run_cold(tmp_path)
     after = set(package.rglob("*.nb[ic]")) | set(package.parent.joinpath("kernels").rglob("*.nb[ic]"))
     assert after == before
-    written = list((tmp_path / "xdg" / "tilegemm").rglob("*.nbi"))
-    assert any(_int8_entry() in p.name for p in written), written
+    written = sorted(p.name for p in (tmp_path / "xdg" / "tilegemm").rglob("*.nbi"))
+    assert any(n.startswith("rounding.f32_to_bf16-") for n in written), written
+    assert any(n.startswith("convert._exponent_update-") for n in written), written
 
 
 def test_numba_cache_dir_wins(tmp_path):
     _run_cold(tmp_path, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
-    assert list((tmp_path / "numba").rglob(f"*{_int8_entry()}*.nbi"))
+    assert list((tmp_path / "numba").rglob("rounding.f32_to_bf16-*.nbi"))
     assert not (tmp_path / "xdg" / "tilegemm").exists()
 
 
@@ -76,3 +75,46 @@ def test_locator_declines_other_functions(tmp_path, monkeypatch):
     exec(compile(other.read_text(), str(other), "exec"), ns)
     assert locator.from_function(ns["f"], str(other)) is None
     assert locator.from_function(G.gemm_int.py_func, G.__file__) is not None
+
+
+def test_import_builds_no_ufunc():
+    """``import tilegemm`` compiles no ufunc loop (each costs about 0.1 s in every process); the
+    first call builds it, and it then behaves as the NumPy ufunc it wraps."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, tilegemm, tilegemm.reference, tilegemm.kernels.onednn as k\n"
+        "from tilegemm.reference import ace, binary32, isa\n"
+        "from tilegemm.kernels._cache import LazyUfunc\n"
+        "mods = (tilegemm.convert, ace, binary32, isa, k)\n"
+        "lazy = list({id(o): o for m in mods for o in vars(m).values() if isinstance(o, LazyUfunc)}.values())\n"
+        "assert len(lazy) == 16, len(lazy)\n"
+        "built = [u.__name__ for u in lazy if u._ufunc is not None]\n"
+        "assert not built, built\n"
+        "from tilegemm import convert\n"
+        "assert convert.f32_to_bf16._ufunc is None\n"
+        "codes = convert.f32_to_bf16(np.float32([1.0, 1.00390625, 3.0]).view(np.uint32))\n"
+        "assert codes.dtype == np.uint16 and codes.tolist() == [0x3F80, 0x3F80, 0x4040], codes\n"
+        "assert convert.f32_to_bf16._ufunc is not None and convert.f32_to_e5m2._ufunc is None\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_lazy_ufunc_keywords_attributes_and_pickle():
+    import pickle
+
+    import numpy as np
+
+    from tilegemm import convert
+
+    f = convert.fp16_to_f32
+    out = np.zeros(2, np.uint32)
+    f(np.uint16([0x3C00, 0x0001]), out=out)  # 1.0 and the smallest binary16 denormal, 2^-24
+    assert out.tolist() == [0x3F800000, 0x33800000]
+    assert f.nin == 1 and f.types == ["H->I"]
+    assert f.__name__ == "fp16_to_f32" and "exact" in f.__doc__
+    assert pickle.loads(pickle.dumps(f)) is f

@@ -23,12 +23,12 @@ blocks (A's in the half A is read from, B's in the other) and step ``k0`` select
 from __future__ import annotations
 
 import numpy as np
-from numba import vectorize
 
 from ..ace import E8M0_NAN
 from ..formats import NumberFormat, daz
 from ..kernels import ace as _k
 from ..kernels import exact as _exact
+from ..kernels._cache import lazy_vectorize
 from .amx import wrap32
 from .binary32 import INDEF, add32_read, add32_x86, fma32_read, fma32_x86
 from .fp8 import FINITE, NAN, POS_INF, fix, kinds
@@ -118,7 +118,7 @@ def _shift(fmt: NumberFormat) -> int:
     return fmt.minifloat.fix_shift if fmt.minifloat is not None else fmt.fixed_point
 
 
-@vectorize(["float32(int64, int64, int64)"], cache=True)
+@lazy_vectorize(["float32(int64, int64, int64)"])
 def _round_limbs(hi, lo, e):
     return _exact.round_scaled(hi, lo, e)
 
@@ -204,7 +204,7 @@ def top4mx(
     return top4mx_rows(c, a, b, sa, sb, fa, fb, **switches)
 
 
-@vectorize(["uint32(uint32, uint32, uint32)"], cache=True)
+@lazy_vectorize(["uint32(uint32, uint32, uint32)"])
 def _fma32_ieee_bits(a, b, c):
     return _k.x86_fma(a, b, c, True)
 

@@ -14,21 +14,21 @@ default NaN), for references that spell NaN results out bit for bit (AMX-COMPLEX
 from __future__ import annotations
 
 import numpy as np
-from numba import vectorize
 
 from ..formats import daz
 from ..kernels import exact
+from ..kernels._cache import lazy_vectorize
 
 __all__ = ["fma32", "add32", "daz", "fma32_read", "add32_read", "fma32_x86", "add32_x86", "quiet", "INDEF"]
 
 
-@vectorize(["float32(float32, float32, float32)"], cache=True)
+@lazy_vectorize(["float32(float32, float32, float32)"])
 def fma32_read(a, b, c):
     """fma32 on operands already read (DAZ applied where the instruction applies it)."""
     return exact.fma32(a, b, c)
 
 
-@vectorize(["float32(float32, float32)"], cache=True)
+@lazy_vectorize(["float32(float32, float32)"])
 def add32_read(x, y):
     """add32 on operands already read."""
     return exact.add32(x, y)

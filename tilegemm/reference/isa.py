@@ -23,9 +23,9 @@ Each function takes ``trace=`` (:class:`tilegemm.reference.trace.Trace`) and the
 from __future__ import annotations
 
 import numpy as np
-from numba import vectorize
 
 from ..kernels import isa as _k
+from ..kernels._cache import lazy_vectorize
 from .amx import pad_k, wrap32
 
 __all__ = [
@@ -40,12 +40,12 @@ __all__ = [
 ]
 
 
-@vectorize(["uint32(uint32, uint32, uint32)"], cache=True)
+@lazy_vectorize(["uint32(uint32, uint32, uint32)"])
 def _fma32_bits(a, b, c):
     return _k.f32_to_bits(_k.fma32_ieee(_k.f32_from_bits(a), _k.f32_from_bits(b), _k.f32_from_bits(c)))
 
 
-@vectorize(["uint16(uint16, uint16, uint16)"], cache=True)
+@lazy_vectorize(["uint16(uint16, uint16, uint16)"])
 def _fma16_bits(a, b, c):
     return _k.f16_to_bits(_k.fma16(_k.f16_from_bits(a), _k.f16_from_bits(b), _k.f16_from_bits(c)))
 

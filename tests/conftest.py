@@ -85,11 +85,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): tests that run on one pytest-xdist worker")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Groups for ``pytest -n auto --dist loadgroup`` (the README's test command): the kernel
     tester's cases by (isa, dtype), every other test by its module. A group runs on one worker, so
     the two workers of a cold run compile different kernels instead of racing to compile the same
-    ones (the Numba cache makes the second compile of a kernel a load)."""
+    ones (the Numba cache makes the second compile of a kernel a load). ``tryfirst``: pytest-xdist
+    reads the markers in its own hook of this name, which would otherwise run first
+    (tests/test_suite.py checks that the groups arrive)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue

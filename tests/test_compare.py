@@ -20,6 +20,31 @@ def test_identical_including_nan_payloads():
 
 
 @pytest.mark.parametrize(
+    "x",
+    [
+        np.array([[1.0, np.nan], [-0.0, np.inf]], f32),
+        np.array([1 + 2j, np.nan, -0.0], np.complex128),
+        np.array([3, -7], np.int32),
+        np.array([0x0001, 0x8000, 0x7FC1], np.uint16).view(ml_dtypes.bfloat16),
+        np.array(-0.0, f32),  # 0-d
+        np.zeros((0, 3), f32),
+        np.arange(12, dtype=f32).reshape(3, 4).T,  # not contiguous
+    ],
+    ids=["f32", "c128", "i32", "bf16", "0-d", "empty", "strided"],
+)
+def test_identical_inputs_report_the_same_as_a_difference_would(x):
+    """Equal bytes take a short path; its fields are those the element-wise comparison gives."""
+    d = tilegemm.bitdiff(x, x.copy())
+    assert (d.count, d.total, d.max_ulp, d.sign_flips, d.first) == (0, x.size, 0, 0, None)
+    assert d.nan_mismatch.shape == np.argwhere(np.zeros(x.shape, bool)).shape
+    assert d.nan_mismatch.dtype == np.argwhere(np.zeros(x.shape, bool)).dtype
+    if x.size:  # one changed bit is still seen, through the same entry
+        y = x.copy()
+        y.reshape(-1).view(np.uint8)[-1] ^= 1
+        assert tilegemm.bitdiff(x, y).count == 1
+
+
+@pytest.mark.parametrize(
     "x,y,count,ulp,flips,nan",
     [
         ([0.0], [-0.0], 1, 0, 0, 0),  # signed zeros differ in bits, 0 ulp apart

@@ -8,6 +8,11 @@
   are affected: the locator declines every other function.
 - :func:`stamp_with_dependencies`: the on-disk cache of a kernel notices edits to the modules it
   inlines, not only its own file.
+- :func:`install_cache_lock`: Numba saves a cache entry in two steps (the index naming a data
+  file, then the data), without a lock, so two processes compiling different specializations of
+  one function at once (two test workers, two dask workers on a cold cache) can both take data
+  file 1 and leave an index entry pointing at the other's machine code. A file lock per index
+  makes each save, and each load, one step.
 - :func:`lazy_vectorize`: a ``numba.vectorize`` ufunc built on its first call rather than at
   import. Numba caches a ufunc's element function but compiles its array loop afresh in every
   process, about 0.1 s each; building the sixteen of them eagerly was most of ``import tilegemm``.
@@ -18,13 +23,21 @@ checks them against the installed Numba.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-__all__ = ["install_locator", "cache_root", "stamp_with_dependencies", "dependency_stamp", "lazy_vectorize"]
+__all__ = [
+    "install_locator",
+    "install_cache_lock",
+    "cache_root",
+    "stamp_with_dependencies",
+    "dependency_stamp",
+    "lazy_vectorize",
+]
 
 
 def cache_root() -> str:
@@ -74,6 +87,48 @@ def install_locator() -> None:
     classes = caching.CacheImpl._locator_classes
     after = next((i + 1 for i, c in enumerate(classes) if c is caching.UserProvidedCacheLocator), 0)
     classes.insert(after, TilegemmCacheLocator)
+
+
+def install_cache_lock() -> None:
+    """Hold an exclusive lock on ``<index>.lock`` while Numba saves a cache entry (reading the
+    index, choosing a data file, writing both) and a shared one while it loads one (once per
+    process; POSIX ``flock``; where the lock file cannot be opened, Numba runs unlocked, as before).
+    Applies to every Numba cache file in the process, tilegemm's or not."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: Numba's own behaviour
+        return
+    from numba.core import caching
+
+    cls: Any = caching.IndexDataCacheFile
+    if getattr(cls, "_tilegemm_locked", False):
+        return
+    save, load = cls.save, cls.load
+
+    @contextlib.contextmanager
+    def locked(cache_file: Any, kind: int) -> Iterator[None]:
+        try:
+            f = open(cache_file._index_path + ".lock", "a+b")
+        except OSError:
+            yield
+            return
+        with f:
+            fcntl.flock(f, kind)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def locked_save(self: Any, key: Any, data: Any) -> None:
+        with locked(self, fcntl.LOCK_EX):
+            save(self, key, data)
+
+    def locked_load(self: Any, key: Any) -> Any:
+        with locked(self, fcntl.LOCK_SH):
+            return load(self, key)
+
+    cls.save, cls.load = locked_save, locked_load
+    cls._tilegemm_locked = True
 
 
 def dependency_stamp(own_stamp, paths) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from .kernels import _cache
 
 _cache.install_locator()  # before anything compiles: compiled code goes to a per-user cache
+_cache.install_cache_lock()  # and two processes filling one cache cannot swap entries
 
 from .api import matmul  # noqa: E402
 from .compare import BitDiff, bitdiff  # noqa: E402

@@ -118,3 +118,59 @@ def test_lazy_ufunc_keywords_attributes_and_pickle():
     assert f.nin == 1 and f.types == ["H->I"]
     assert f.__name__ == "fp16_to_f32" and "exact" in f.__doc__
     assert pickle.loads(pickle.dumps(f)) is f
+
+
+_RACE = r"""
+import sys, time
+import numpy as np
+from numba.core import caching
+if sys.argv[2] == "lock":
+    import tilegemm  # installs the cache lock
+# Widen the window between choosing a data file and writing it: "a" names its data file early
+# and writes it late, "b" the other way round, so that unlocked, b's index entry ends up
+# naming a's code.
+before, after = {"a": (0.5, 1.5), "b": (1.0, 0.1)}[sys.argv[1]]
+save_index = caching.IndexDataCacheFile._save_index
+def slow(self, overloads):
+    time.sleep(before)
+    save_index(self, overloads)
+    time.sleep(after)
+caching.IndexDataCacheFile._save_index = slow
+sys.path.insert(0, sys.argv[3])
+from racemod import f
+print(f(np.int64(20)) if sys.argv[1] == "a" else f(np.float64(20.5)))
+"""
+
+
+def _race(tmp_path, lock):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "racemod.py").write_text(
+        "from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x * 2 + 1\n"
+    )
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    run = [sys.executable, "-c", _RACE]
+    procs = [subprocess.Popen(run + [w, lock, str(tmp_path)], env=env, stdout=subprocess.PIPE) for w in "ab"]
+    assert [p.communicate()[0].split() for p in procs] == [[b"41"], [b"42.0"]]
+    check = (
+        "import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import tilegemm; from racemod import f; "
+        "print(f(np.int64(20)), f(np.float64(20.5)))"
+    )
+    return subprocess.run([sys.executable, "-c", check, str(tmp_path)], env=env, capture_output=True, text=True)
+
+
+def test_concurrent_compiles_of_one_function_keep_their_own_code(tmp_path):
+    """Two processes compile different specializations of one cached function into an empty
+    cache at once; a third loads both and gets each one's own code."""
+    done = _race(tmp_path, "lock")
+    assert done.returncode == 0 and done.stdout.split() == ["41", "42.0"], (done.stdout, done.stderr[-1500:])
+
+
+def test_the_race_is_real_without_the_lock(tmp_path):
+    """The same race with Numba's own saving: the float entry names the int code (so the lock
+    above is what keeps the entries apart, not the timing)."""
+    done = _race(tmp_path, "none")
+    # Should this start failing, Numba has made saving atomic itself and the lock is redundant.
+    assert done.returncode != 0 or done.stdout.split() != ["41", "42.0"], done.stdout

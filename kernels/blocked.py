@@ -196,8 +196,8 @@ def _float_job(dot, fp16, body, flag_rows):
     NT = max(1, NR // TILE)
     kind = "dot" if dot else "pairs"
     bsrc = BSRC_FP16 if fp16 else BSRC_BF16
-    fast = bodies.float_body(kind, R, NR, W, bsrc, "fast", body.unroll)
-    fast1 = bodies.float_body(kind, 1, NR, W, bsrc, "fast", body.unroll)
+    fast = bodies.float_body(kind, R, NR, W, bsrc, "fast", body.unroll, body.layout)
+    fast1 = bodies.float_body(kind, 1, NR, W, bsrc, "fast", body.unroll, body.layout)
     flag = bodies.float_body(kind, flag_rows, NR, W, bsrc, "flag")
     FR = flag_rows
     assert R % FR == 0 and NT <= 2
@@ -706,7 +706,8 @@ def fast_body(name: str):
         return body, bodies.int_body(_P.int_kind, body.rows, body.cols, body.width, 0), "int"
     kind = "dot" if name == "dot" else "pairs"
     bsrc = BSRC_FP16 if name == "pairs_fp16" else BSRC_BF16
-    return body, bodies.float_body(kind, body.rows, body.cols, body.width, bsrc, "fast", body.unroll), "float"
+    fast = bodies.float_body(kind, body.rows, body.cols, body.width, bsrc, "fast", body.unroll, body.layout)
+    return body, fast, "float"
 
 
 ENTRY_POINTS = (gemm_pairs_bf16, gemm_pairs_fp16, gemm_dot_bf16, gemm_quads)

@@ -137,7 +137,116 @@ def _widen(builder, dwords, bsrc, width):
     return out[0], out[1]
 
 
-def float_body(kind: str, rows: int, cols: int, width: int, bsrc: int, mode: str, unroll: int = PAIRS):
+def _fp16_pairs_interleaved(rows: int, cols: int, width: int, unroll: int):
+    """The fast TDPFP16PS body with each pair's even and odd chains side by side in one vector.
+
+    A B pair row of ``width // 2`` columns is ``width`` consecutive binary16 values (even, odd,
+    even, odd, ...), widened by one VCVTPH2PS; A's pair (even, odd) is one 64-bit broadcast.
+    Lane ``2j`` then runs the even chain of a column and lane ``2j + 1`` its odd chain: the same
+    ``fma32`` sequence as the split layout, without the shuffles that separate even from odd
+    (on AVX2 those cost more than the FMAs they feed). At the end of a step, lanes are swapped
+    in pairs to form ``add32(e, o)`` in the even lanes, which are gathered into columns and added
+    to C.
+    """
+    tiles, _ = _layout(cols, width)
+    assert cols >= TILE and width % 2 == 0 and (2 * TILE) % width == 0
+    per_tile = 2 * TILE // width  # accumulators per row and tile
+    nq = tiles * per_tile
+    vt = ir.VectorType(F32, width)
+    vh = ir.VectorType(F16, width)
+    v2 = ir.VectorType(F32, 2)
+    mask = ir.VectorType(I32, width)
+    swap = ir.Constant(mask, [j ^ 1 for j in range(width)])
+    evens = ir.Constant(mask, list(range(0, 2 * width, 2)))
+    pair_splat = ir.Constant(mask, [0, 1] * (width // 2))
+
+    @intrinsic
+    def body(typingctx, A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps, npairs):
+        sig = types.int64(A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps, npairs)
+
+        def codegen(context, builder, signature, args):
+            _, a_off_, lda_, _, b_off_, b_tile_, b_step_, _, c_off_, ldc_, nsteps_, _ = args
+            ap = _data(context, builder, signature.args[0], args[0])
+            bp = _data(context, builder, signature.args[3], args[3])
+            cp = _data(context, builder, signature.args[7], args[7])
+            fma = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{width}f32"
+            )
+            zero = ir.Constant(vt, [0.0] * width)
+            entry = builder.block
+            step_head = builder.append_basic_block("body.step")
+            pair_head = builder.append_basic_block("body.pairs")
+            step_tail = builder.append_basic_block("body.stepend")
+            done = builder.append_basic_block("body.done")
+            builder.branch(step_head)
+
+            builder.position_at_end(step_head)
+            step = builder.phi(I64)
+            step.add_incoming(_c64(0), entry)
+            a_step = builder.add(a_off_, builder.mul(step, _c64(2 * PAIRS)))
+            b_step0 = builder.add(b_off_, builder.mul(step, b_step_))
+            head_block = builder.block
+            builder.branch(pair_head)
+
+            builder.position_at_end(pair_head)
+            p0 = builder.phi(I64)
+            p0.add_incoming(_c64(0), head_block)
+            accp = [[builder.phi(vt) for _ in range(nq)] for _ in range(rows)]
+            for row in accp:
+                for ph in row:
+                    ph.add_incoming(zero, head_block)
+            acc = [list(row) for row in accp]
+            arow = [builder.add(a_step, builder.mul(lda_, _c64(r))) for r in range(rows)]
+            tb = [builder.add(b_step0, builder.mul(b_tile_, _c64(t))) for t in range(tiles)]
+            for u in range(unroll):
+                p = builder.add(p0, _c64(u))
+                bv = []
+                for t in range(tiles):
+                    # the pair row's 16 dwords as 32 binary16 values, ``width`` at a time
+                    halves = builder.bitcast(
+                        builder.gep(bp, [builder.add(tb[t], builder.mul(p, _c64(TILE)))]), vh.as_pointer()
+                    )
+                    for q in range(per_tile):
+                        x = builder.load(builder.gep(halves, [_c64(q)]), align=2)
+                        bv.append(builder.fpext(x, vt))
+                pa = builder.mul(p, _c64(2))
+                for r in range(rows):
+                    pair = builder.bitcast(builder.gep(ap, [builder.add(arow[r], pa)]), v2.as_pointer())
+                    a2 = builder.load(pair, align=4)
+                    sa = builder.shuffle_vector(a2, a2, pair_splat)
+                    for q in range(nq):
+                        acc[r][q] = builder.call(fma, [sa, bv[q], acc[r][q]])
+            p1 = builder.add(p0, _c64(unroll))
+            latch = builder.block
+            p0.add_incoming(p1, latch)
+            for r in range(rows):
+                for q in range(nq):
+                    accp[r][q].add_incoming(acc[r][q], latch)
+            builder.cbranch(builder.icmp_signed("<", p1, _c64(PAIRS)), pair_head, step_tail)
+
+            builder.position_at_end(step_tail)
+            for r in range(rows):
+                # add32(e, o) in the even lanes (e first, as the split layout adds)
+                s = [builder.fadd(v, builder.shuffle_vector(v, v, swap)) for v in acc[r]]
+                for x in range(nq // 2):  # output vectors of ``width`` columns
+                    v = builder.shuffle_vector(s[2 * x], s[2 * x + 1], evens)
+                    t, h = divmod(x, per_tile // 2)
+                    off = builder.add(builder.add(c_off_, builder.mul(ldc_, _c64(r))), _c64(TILE * t + width * h))
+                    _vstore(builder, builder.fadd(_vload(builder, cp, off, vt), v), cp, off)  # add32(C, .)
+            step1 = builder.add(step, _c64(1))
+            step.add_incoming(step1, builder.block)
+            builder.cbranch(builder.icmp_signed("<", step1, nsteps_), step_head, done)
+            builder.position_at_end(done)
+            return _c64(0)
+
+        return sig, codegen
+
+    return body
+
+
+def float_body(
+    kind: str, rows: int, cols: int, width: int, bsrc: int, mode: str, unroll: int = PAIRS, layout: str = "split"
+):
     """Intrinsic ``body(A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps, npairs) -> int64``.
 
     ``kind``: ``"pairs"`` (TDPBF16PS / TDPFP16PS) or ``"dot"`` (VDPBF16PS). ``mode``: ``"fast"``
@@ -146,9 +255,14 @@ def float_body(kind: str, rows: int, cols: int, width: int, bsrc: int, mode: str
     ``unroll``: pairs per iteration of the loop over a step's pairs (16: the whole step
     unrolled); fewer keeps LLVM's scheduler from hoisting the B conversions of later pairs where
     they would not fit the registers (AVX2 with FP16). The flag body loops over single pairs.
+    ``layout``: ``"interleaved"`` gives the fast TDPFP16PS body whose even and odd chains share
+    vectors (:func:`_fp16_pairs_interleaved`); the flag body is the same for both layouts.
     """
     assert kind in ("pairs", "dot") and mode in ("fast", "flag") and bsrc in (BSRC_BF16, BSRC_FP16)
-    assert PAIRS % unroll == 0
+    assert PAIRS % unroll == 0 and layout in ("split", "interleaved")
+    if layout == "interleaved" and mode == "fast":
+        assert kind == "pairs" and bsrc == BSRC_FP16, "the interleaved layout is TDPFP16PS's"
+        return _fp16_pairs_interleaved(rows, cols, width, unroll)
     tiles, parts = _layout(cols, width)
     nv = tiles * parts  # vectors per row
     vt = ir.VectorType(F32, width)

@@ -51,14 +51,18 @@ __all__ = [
 @dataclass(frozen=True)
 class Body:
     """One body's register blocking: C rows x columns per call, lanes per vector, pairs (or quads)
-    per iteration of its loop over a K step, and the most vector registers its inner loop may
-    store to or reload from the stack on the entry's CPUs (checked by cross-target compiles)."""
+    per iteration of its loop over a K step, the most vector registers its inner loop may store
+    to or reload from the stack on the entry's CPUs (checked by cross-target compiles), and, for
+    TDPFP16PS, where a pair's even and odd chains live: ``"split"`` (separate vectors, B's halves
+    separated by shuffles) or ``"interleaved"`` (adjacent lanes of one vector, B widened as it
+    lies: ``bodies._fp16_pairs_interleaved``)."""
 
     rows: int
     cols: int
     width: int
     unroll: int = 4
     spills: int = 0
+    layout: str = "split"
 
     def __str__(self) -> str:
         return f"{self.rows}x{self.cols}"
@@ -185,7 +189,7 @@ TABLE: tuple[Entry, ...] = (
         ("znver1", "znver2", "znver3"),
         _AVX2,
         pairs_bf16=Body(2, 16, 8),
-        pairs_fp16=Body(2, 16, 8),
+        pairs_fp16=Body(2, 16, 8, layout="interleaved"),
         dot=Body(2, 16, 8),
         flag_rows=1,
         quads=Body(3, 8, 8),
@@ -194,7 +198,8 @@ TABLE: tuple[Entry, ...] = (
         fma_units=2,
         fma_width=8,
         note="AMD Zen 1-3, 16 ymm registers; spill-checked for znver3 and measured on a Zen 3 host "
-        "(2x16 float bodies at 58% of the FMA peak with BF16; 3x8 to 6x8 no faster)",
+        "(2x16 float bodies at 58% of the FMA peak with BF16, 3x8 to 6x8 no faster; FP16 with "
+        "interleaved chains 2.2x the split layout)",
     ),
     Entry(
         "avx2",

@@ -8,6 +8,7 @@ panels and B, ``packing``) -> plan (the fast-path proof and the kernel, ``plan``
 
 from __future__ import annotations
 
+import math
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -110,7 +111,9 @@ _NO_SUMS = np.zeros((1, 1), np.int32)  # the column sums a call without the VNNI
 
 def _batch_index(shape, batch) -> np.ndarray:
     """For each matrix of the broadcast batch, which matrix of an operand with batch ``shape``."""
-    n = int(np.prod(shape, dtype=np.int64))
+    if not shape and not batch:  # two 2-D operands: the one matrix
+        return np.zeros(1, np.int64)
+    n = int(math.prod(shape))
     idx = np.arange(n, dtype=np.int64).reshape(shape)
     return np.array(np.broadcast_to(idx, batch), dtype=np.int64).ravel()  # writable: one kernel type
 
@@ -295,7 +298,7 @@ class _Call:
         that the call's memory stays near the operands' own; each C element still sees its K
         steps in order, and the blocks' paths restart from C's exponents at each slab."""
         instr, kern = self.instr, self.kernel
-        nA = int(np.prod(self.a2[:-2], dtype=np.int64))
+        nA = int(math.prod(self.a2[:-2]))
         A = np.ascontiguousarray(a_in.reshape(nA, self.M, self.K))
         ia = _batch_index(self.a2[:-2], self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
@@ -371,7 +374,7 @@ class _Call:
         """Packing, plan and kernel (inside the caller's thread setting: the passes are compiled)."""
         instr, family = self.instr, self.kernel.family
         a_batch = self.a2[:-2]
-        nA = int(np.prod(a_batch, dtype=np.int64))
+        nA = int(math.prod(a_batch))
         sa = None if self.sa is None else self.sa.reshape(nA, self.M, -1)
         a3 = a_in.reshape(nA, self.M, self.K)
         A, a_range = a_panels(instr, family.a_layout, a3, packed.data.shape[-4], sa, self.options)
@@ -391,7 +394,7 @@ class _Call:
         """The native program on ``target`` (``tilegemm.native.gemm``), on A's codes and the packed B."""
         from .native import gemm
 
-        nA = int(np.prod(self.a2[:-2], dtype=np.int64))
+        nA = int(math.prod(self.a2[:-2]))
         ia = _batch_index(self.a2[:-2], self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
         a3 = a_codes.reshape(nA, self.M, self.K)

@@ -170,10 +170,11 @@ class Kernel:
     rows: int
     cols: int
 
-    @property
+    @functools.cached_property
     def blocked_name(self) -> str | None:
         """The blocked entry point's name, or None where the family has none or the compile
-        target has no row in the per-target table (then the superblock loop runs)."""
+        target has no row in the per-target table (then the superblock loop runs). The compile
+        target is fixed for the process, so the answer is kept (every call asks, several times)."""
         from .kernels import blocked, targets
 
         if self.family.blocked is None or targets.plan() is None:

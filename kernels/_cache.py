@@ -17,7 +17,7 @@
   import. Numba caches a ufunc's element function but compiles its array loop afresh in every
   process, about 0.1 s each; building the sixteen of them eagerly was most of ``import tilegemm``.
 
-Both reach into Numba's caching internals (``numba.core.caching``); ``tests/kernels/test_cache.py``
+All but the last reach into Numba's caching internals (``numba.core.caching``); ``tests/kernels/test_cache.py``
 checks them against the installed Numba.
 """
 

@@ -48,6 +48,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .vector import ir_loop
+
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I16 = ir.IntType(16)
@@ -173,70 +175,45 @@ def _fp16_pairs_interleaved(rows: int, cols: int, width: int, unroll: int):
                 builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{width}f32"
             )
             zero = ir.Constant(vt, [0.0] * width)
-            entry = builder.block
-            step_head = builder.append_basic_block("body.step")
-            pair_head = builder.append_basic_block("body.pairs")
-            step_tail = builder.append_basic_block("body.stepend")
-            done = builder.append_basic_block("body.done")
-            builder.branch(step_head)
 
-            builder.position_at_end(step_head)
-            step = builder.phi(I64)
-            step.add_incoming(_c64(0), entry)
-            a_step = builder.add(a_off_, builder.mul(step, _c64(2 * PAIRS)))
-            b_step0 = builder.add(b_off_, builder.mul(step, b_step_))
-            head_block = builder.block
-            builder.branch(pair_head)
+            def step(st, _):  # one K step: the chains from +0, then the adds into C
+                a_step = builder.add(a_off_, builder.mul(st, _c64(2 * PAIRS)))
+                b_step0 = builder.add(b_off_, builder.mul(st, b_step_))
+                arow = [builder.add(a_step, builder.mul(lda_, _c64(r))) for r in range(rows)]
+                tb = [builder.add(b_step0, builder.mul(b_tile_, _c64(t))) for t in range(tiles)]
 
-            builder.position_at_end(pair_head)
-            p0 = builder.phi(I64)
-            p0.add_incoming(_c64(0), head_block)
-            accp = [[builder.phi(vt) for _ in range(nq)] for _ in range(rows)]
-            for row in accp:
-                for ph in row:
-                    ph.add_incoming(zero, head_block)
-            acc = [list(row) for row in accp]
-            arow = [builder.add(a_step, builder.mul(lda_, _c64(r))) for r in range(rows)]
-            tb = [builder.add(b_step0, builder.mul(b_tile_, _c64(t))) for t in range(tiles)]
-            for u in range(unroll):
-                p = builder.add(p0, _c64(u))
-                bv = []
-                for t in range(tiles):
-                    # the pair row's 16 dwords as 32 binary16 values, ``width`` at a time
-                    halves = builder.bitcast(
-                        builder.gep(bp, [builder.add(tb[t], builder.mul(p, _c64(TILE)))]), vh.as_pointer()
-                    )
-                    for q in range(per_tile):
-                        x = builder.load(builder.gep(halves, [_c64(q)]), align=2)
-                        bv.append(builder.fpext(x, vt))
-                pa = builder.mul(p, _c64(2))
+                def pairs(g, flat):  # ``unroll`` pairs for every row and accumulator
+                    acc = [flat[r * nq : (r + 1) * nq] for r in range(rows)]
+                    for u in range(unroll):
+                        p = builder.add(builder.mul(g, _c64(unroll)), _c64(u))
+                        bv = []
+                        for t in range(tiles):
+                            # the pair row's 16 dwords as 32 binary16 values, ``width`` at a time
+                            row = builder.gep(bp, [builder.add(tb[t], builder.mul(p, _c64(TILE)))])
+                            halves = builder.bitcast(row, vh.as_pointer())
+                            for q in range(per_tile):
+                                x = builder.load(builder.gep(halves, [_c64(q)]), align=2)
+                                bv.append(builder.fpext(x, vt))
+                        pa = builder.mul(p, _c64(2))
+                        for r in range(rows):
+                            pair = builder.bitcast(builder.gep(ap, [builder.add(arow[r], pa)]), v2.as_pointer())
+                            a2 = builder.load(pair, align=4)
+                            sa = builder.shuffle_vector(a2, a2, pair_splat)
+                            acc[r] = [builder.call(fma, [sa, bv[q], acc[r][q]]) for q in range(nq)]
+                    return [v for row in acc for v in row]
+
+                flat = ir_loop(builder, PAIRS // unroll, pairs, [zero] * (rows * nq))
                 for r in range(rows):
-                    pair = builder.bitcast(builder.gep(ap, [builder.add(arow[r], pa)]), v2.as_pointer())
-                    a2 = builder.load(pair, align=4)
-                    sa = builder.shuffle_vector(a2, a2, pair_splat)
-                    for q in range(nq):
-                        acc[r][q] = builder.call(fma, [sa, bv[q], acc[r][q]])
-            p1 = builder.add(p0, _c64(unroll))
-            latch = builder.block
-            p0.add_incoming(p1, latch)
-            for r in range(rows):
-                for q in range(nq):
-                    accp[r][q].add_incoming(acc[r][q], latch)
-            builder.cbranch(builder.icmp_signed("<", p1, _c64(PAIRS)), pair_head, step_tail)
+                    # add32(e, o) in the even lanes (e first, as the split layout adds)
+                    s = [builder.fadd(v, builder.shuffle_vector(v, v, swap)) for v in flat[r * nq : (r + 1) * nq]]
+                    for x in range(nq // 2):  # output vectors of ``width`` columns
+                        v = builder.shuffle_vector(s[2 * x], s[2 * x + 1], evens)
+                        t, h = divmod(x, per_tile // 2)
+                        off = builder.add(builder.add(c_off_, builder.mul(ldc_, _c64(r))), _c64(TILE * t + width * h))
+                        _vstore(builder, builder.fadd(_vload(builder, cp, off, vt), v), cp, off)  # add32(C, .)
+                return []
 
-            builder.position_at_end(step_tail)
-            for r in range(rows):
-                # add32(e, o) in the even lanes (e first, as the split layout adds)
-                s = [builder.fadd(v, builder.shuffle_vector(v, v, swap)) for v in acc[r]]
-                for x in range(nq // 2):  # output vectors of ``width`` columns
-                    v = builder.shuffle_vector(s[2 * x], s[2 * x + 1], evens)
-                    t, h = divmod(x, per_tile // 2)
-                    off = builder.add(builder.add(c_off_, builder.mul(ldc_, _c64(r))), _c64(TILE * t + width * h))
-                    _vstore(builder, builder.fadd(_vload(builder, cp, off, vt), v), cp, off)  # add32(C, .)
-            step1 = builder.add(step, _c64(1))
-            step.add_incoming(step1, builder.block)
-            builder.cbranch(builder.icmp_signed("<", step1, nsteps_), step_head, done)
-            builder.position_at_end(done)
+            ir_loop(builder, nsteps_, step, [])  # nsteps >= 1, as for the split body
             return _c64(0)
 
         return sig, codegen

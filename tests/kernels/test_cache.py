@@ -121,17 +121,24 @@ def test_lazy_ufunc_keywords_attributes_and_pickle():
 
 
 _RACE = r"""
-import sys, time
+import pathlib, sys, time
 import numpy as np
 from numba.core import caching
 if sys.argv[2] == "lock":
     import tilegemm  # installs the cache lock
-# Widen the window between choosing a data file and writing it: "a" names its data file early
-# and writes it late, "b" the other way round, so that unlocked, b's index entry ends up
-# naming a's code.
-before, after = {"a": (0.5, 1.5), "b": (1.0, 0.1)}[sys.argv[1]]
+# Both writers meet after choosing a data file and before naming it in the index (unlocked,
+# both have read the empty index and chosen file 1; locked, the second is still waiting for the
+# lock, so the first goes on after a timeout). Then "a" writes its index entry first and its
+# data last, so that unlocked, the index names b's entry and the data file holds a's code.
+me, other = sys.argv[1], "b" if sys.argv[1] == "a" else "a"
+before, after = {"a": (0.0, 1.0), "b": (0.3, 0.0)}[me]
+root = pathlib.Path(sys.argv[3])
 save_index = caching.IndexDataCacheFile._save_index
 def slow(self, overloads):
+    (root / f"ready-{me}").touch()
+    deadline = time.monotonic() + 2
+    while not (root / f"ready-{other}").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     time.sleep(before)
     save_index(self, overloads)
     time.sleep(after)

@@ -2,10 +2,13 @@
 
 One superblock (``rows`` x ``cols`` C tiles of 16 x 16: the seed's 1x1 or 2x2) is one ``prange``
 iteration, standing in for the seed's OpenMP loop, for one chunk of ``K_CHUNK`` K steps. Inside
-it, K advances one full tile step at a time and each step issues the superblock's tile
-multiplies in the seed's order (C00, C01, C10, C11 for 2x2). Which tile multiply runs is chosen
-at compile time (``tiles.tile_multiply``) from the operand types (float32 C for
-TDPBF16PS/TDPFP16PS, int32 C for TDPB*D) and from the entry point's variant constant.
+it the tiles come in the seed's order (C00, C01, C10, C11 for 2x2), and each tile runs the
+chunk's K steps one full tile step at a time (``tiles.tile_steps``), so its C block stays in L1
+between steps; the paths whose C elements are one chain each (``isa.py``) keep it in registers.
+Every C element depends only on its own K steps, in order, so how the tiles of a superblock
+interleave changes no bit. Which tile multiply runs is chosen at compile time
+(``tiles.tile_multiply``) from the operand types (float32 C for TDPBF16PS/TDPFP16PS, int32 C for
+TDPB*D) and from the entry point's variant constant.
 
 Operand layouts are the contract in ``kernels/__init__.py``. Entry points of instructions with
 switches take the switch indices as trailing arguments and hand them to every tile multiply
@@ -23,7 +26,7 @@ from .ace import ACE_BF16_EXACT, ACE_BF16_FAST, ACE_MX_EXACT, ACE_MX_FAST
 from .cfp16 import CFP16_EXACT, CFP16_FAST
 from .fp8 import FP8_EXACT, FP8_FAST
 from .isa import F16ACC, F32FMA_EXACT, F32FMA_FAST, I8SAT, I16PAIRS
-from .tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST, TILE, tile_multiply
+from .tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST, TILE, tile_multiply, tile_steps
 
 # K steps per pass over all superblocks. Blocking K keeps the B blocks of a pass (K_CHUNK x N)
 # near the core while a row of superblocks reuses them; measured at n = 2048 on one thread
@@ -105,38 +108,38 @@ def _superblock(
     ai = ia[ci]
     bi = ib[ci]
     scratch = np.empty(TILE * TILE * lanes, Cf.dtype)
-    for kb in range(kb_start, kb_stop):
-        k0 = kb * k_step
-        # The tail rule (docs/semantics.md, section 6): the last step runs ceil(remaining / group) groups.
-        ngroups = min(TILE, (k - k0 + group - 1) // group)
-        for r in range(rows):
-            m0 = (bm * rows + r) * TILE
-            if m0 >= M:
+    for r in range(rows):
+        m0 = (bm * rows + r) * TILE
+        if m0 >= M:
+            break
+        mr = min(TILE, M - m0)
+        a_off = ((ai * MT + m0 // TILE) * KB + kb_start) * TILE * k_step  # A panel: 16 x k_step
+        for c in range(cols):
+            n0 = (bn * cols + c) * TILE
+            if n0 >= N:
                 break
-            mr = min(TILE, M - m0)
-            a_off = ((ai * MT + m0 // TILE) * KB + kb) * TILE * k_step  # A panel: 16 x k_step
-            for c in range(cols):
-                n0 = (bn * cols + c) * TILE
-                if n0 >= N:
-                    break
-                b_off = ((bi * NB + n0 // TILE) * KB + kb) * block  # B column panel, K-contiguous
-                c_off = ((ci * M + m0) * N + n0) * lanes
-                tile_multiply(
-                    Af,
-                    a_off,
-                    k_step,
-                    mr,
-                    ngroups,
-                    Bf,
-                    b_off,
-                    Cf,
-                    c_off,
-                    N * lanes,
-                    min(TILE, N - n0),
-                    scratch,
-                    variant,
-                    codes,
-                )
+            b_off = ((bi * NB + n0 // TILE) * KB + kb_start) * block  # B column panel, K-contiguous
+            c_off = ((ci * M + m0) * N + n0) * lanes
+            tile_steps(
+                Af,
+                a_off,
+                k_step,
+                mr,
+                Bf,
+                b_off,
+                Cf,
+                c_off,
+                N * lanes,
+                min(TILE, N - n0),
+                scratch,
+                variant,
+                codes,
+                k,
+                group,
+                kb_start,
+                kb_stop,
+                block,
+            )
 
 
 # One compiled entry point per variant: the variant is a constant in each, so each compiles

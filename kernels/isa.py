@@ -1,7 +1,9 @@
 """Microkernels of the other CPUs' paths: the tile bodies of the ``isa=`` profiles beside AMX.
 
-Every body here computes one 16 x 16 block of C for one K step of the shared tile loop
-(``gemm.py``), exactly as the profile's instruction sequence does (``docs/isa-profiles.md``):
+Every body here computes one 16 x 16 block of C over consecutive K steps of the shared tile loop
+(``gemm.py``), exactly as the profile's instruction sequence does (``docs/isa-profiles.md``). Each
+C element is one chain in K order, so a body keeps its C block in registers from the first step
+to the last and stores it once:
 
 - ``I8SAT`` (VPDPBUSDS): per column, ``acc = sat32(acc + four products)``, quad after quad in K
   order. On AVX512_VNNI targets the body *is* ``vpdpbusds``; elsewhere the quad sum is formed
@@ -46,6 +48,7 @@ from numba.extending import intrinsic
 
 from . import targets
 from .exact import round_ftz
+from .vector import ir_loop
 
 __all__ = [
     "I8SAT",
@@ -247,24 +250,43 @@ def _lanes(builder, v, idx):
 
 
 def _body(emit):
-    """An intrinsic ``(A, a_off, lda, B, b_off, C, c_off, ldc) -> None`` whose IR ``emit`` writes:
-    ``emit(builder, sig, a_ptr, b_ptr, c_ptr, arow, b_off, crow)`` with ``arow(r)``/``crow(r)``
-    the flat offsets of row ``r`` of A and C."""
+    """An intrinsic ``(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps, a_step, b_step) -> None``
+    running ``nsteps`` (at least 1) consecutive K steps with C held in registers between them:
+    step ``t`` reads the A panel at ``a_off + t * a_step`` and the B block at ``b_off + t *
+    b_step``. Every C element is one chain in K order, so this equals ``nsteps`` one-step calls.
+
+    ``emit(builder, sig, a_ptr, b_ptr, c_ptr, crow, over_steps)`` writes the IR: it loads C (rows
+    at ``crow(r)``), calls ``over_steps(step, acc)`` with ``step(arow, b_off, acc) -> acc`` emitting
+    one K step (``arow(r)``: the offset of row ``r`` of that step's A panel; ``b_off``: its B
+    block; ``acc``: rows of accumulator vectors), and stores what it returns."""
 
     @intrinsic
-    def body(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc):
-        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc)
+    def body(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc, nsteps, a_step, b_step):
+        sig = types.void(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps, a_step, b_step)
 
         def codegen(context, builder, signature, args):
             ptrs = [context.make_array(signature.args[i])(context, builder, args[i]).data for i in (0, 3, 5)]
 
-            def arow(r):
-                return builder.add(args[1], builder.mul(args[2], _const(r)))
-
             def crow(r):
                 return builder.add(args[6], builder.mul(args[7], _const(r)))
 
-            emit(builder, signature, *ptrs, arow, args[4], crow)
+            def over_steps(step, acc):
+                rows, parts = len(acc), len(acc[0])
+
+                def one(t, flat):
+                    a0 = builder.add(args[1], builder.mul(t, args[9]))
+                    b0 = builder.add(args[4], builder.mul(t, args[10]))
+
+                    def arow(r):
+                        return builder.add(a0, builder.mul(args[2], _const(r)))
+
+                    grid = [flat[r * parts : (r + 1) * parts] for r in range(rows)]
+                    return [v for row in step(arow, b0, grid) for v in row]
+
+                flat = ir_loop(builder, args[8], one, [v for row in acc for v in row])
+                return [flat[r * parts : (r + 1) * parts] for r in range(rows)]
+
+            emit(builder, signature, *ptrs, crow, over_steps)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -284,23 +306,28 @@ def _int_rows(mr: int, width: int, step):
     parts = TILE // width
     vt = _vec(_I32, width)
 
-    def emit(builder, sig, ap, bp, cp, arow, b_off, crow):
+    def emit(builder, sig, ap, bp, cp, crow, over_steps):
         shifted = sig.args[0].dtype.signed  # int8 A: signed activations, shifted by +128
         cptr = [
             [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vt) for v in range(parts)] for r in range(mr)
         ]
-        acc = [[builder.load(p, align=4) for p in row] for row in cptr]
-        rows = [arow(r) for r in range(mr)]
-        for q in range(_STEP):
-            # B quad q: 16 columns x 4 bytes; vector v holds columns width*v .. width*(v+1)-1.
-            bq = [
-                builder.load(
-                    _ptr(builder, bp, builder.add(b_off, _const(64 * q + 4 * width * v)), _vec(_I8, 4 * width)), align=1
-                )
-                for v in range(parts)
-            ]
-            for r in range(mr):
-                acc[r] = step(builder, acc[r], _a_quad(builder, ap, rows[r], q, shifted), bq)
+
+        def one_step(arow, b_off, acc):
+            rows = [arow(r) for r in range(mr)]
+            for q in range(_STEP):
+                # B quad q: 16 columns x 4 bytes; vector v holds columns width*v .. width*(v+1)-1.
+                bq = [
+                    builder.load(
+                        _ptr(builder, bp, builder.add(b_off, _const(64 * q + 4 * width * v)), _vec(_I8, 4 * width)),
+                        align=1,
+                    )
+                    for v in range(parts)
+                ]
+                for r in range(mr):
+                    acc[r] = step(builder, acc[r], _a_quad(builder, ap, rows[r], q, shifted), bq)
+            return acc
+
+        acc = over_steps(one_step, [[builder.load(p, align=4) for p in row] for row in cptr])
         for r in range(mr):
             for v in range(parts):
                 builder.store(acc[r][v], cptr[r][v], align=4)
@@ -400,28 +427,44 @@ def _a_elem(builder, ap, arow_r, k, vt):
     return _splat(builder, builder.load(builder.gep(ap, [builder.add(arow_r, _const(k))])), vt)
 
 
-def f32fma_rows(mr: int, width: int):
-    """``C[mr x 16] = fma(a[k], b[k], C)`` for k = 0 .. 31 in order: one chain per element."""
+def _chain_rows(mr: int, width: int, c_lane, align: int, load, fma, store):
+    """A body over ``mr`` rows x 16 columns, one FMA chain per C element in K order: C lanes of
+    type ``c_lane`` (``align`` bytes) become binary32 accumulators through ``load(builder, v)``, each K element
+    runs ``fma(builder, a, b, acc)``, and ``store(builder, acc)`` gives the lanes back."""
     parts = TILE // width
     vt = _vec(_F32, width)
+    vc = _vec(c_lane, width)
 
-    def emit(builder, sig, ap, bp, cp, arow, b_off, crow):
-        fma = _fn(builder, f"llvm.fma.v{width}f32", vt, [vt, vt, vt])
+    def emit(builder, sig, ap, bp, cp, crow, over_steps):
         cptr = [
-            [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vt) for v in range(parts)] for r in range(mr)
+            [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vc) for v in range(parts)] for r in range(mr)
         ]
-        acc = [[builder.load(p, align=4) for p in row] for row in cptr]
-        rows = [arow(r) for r in range(mr)]
-        for k in range(2 * _STEP):
-            bv = [_b_row(builder, bp, b_off, k, width, v) for v in range(parts)]
-            for r in range(mr):
-                sa = _a_elem(builder, ap, rows[r], k, vt)
-                acc[r] = [builder.call(fma, [sa, bv[v], acc[r][v]]) for v in range(parts)]
+
+        def one_step(arow, b_off, acc):
+            rows = [arow(r) for r in range(mr)]
+            for k in range(2 * _STEP):
+                bv = [_b_row(builder, bp, b_off, k, width, v) for v in range(parts)]
+                for r in range(mr):
+                    sa = _a_elem(builder, ap, rows[r], k, vt)
+                    acc[r] = [fma(builder, sa, bv[v], acc[r][v]) for v in range(parts)]
+            return acc
+
+        acc = over_steps(one_step, [[load(builder, builder.load(p, align=align)) for p in row] for row in cptr])
         for r in range(mr):
             for v in range(parts):
-                builder.store(acc[r][v], cptr[r][v], align=4)
+                builder.store(store(builder, acc[r][v]), cptr[r][v], align=align)
 
     return _body(emit)
+
+
+def f32fma_rows(mr: int, width: int):
+    """``C[mr x 16] = fma(a[k], b[k], C)`` for k = 0 .. 31 of each K step in order."""
+    vt = _vec(_F32, width)
+
+    def fma(builder, a, b, acc):
+        return builder.call(_fn(builder, f"llvm.fma.v{width}f32", vt, [vt, vt, vt]), [a, b, acc])
+
+    return _chain_rows(mr, width, _F32, 4, lambda builder, v: v, fma, lambda builder, v: v)
 
 
 def _ci(width, value):
@@ -544,27 +587,17 @@ def _fma16_vec(builder, a, b, acc, width):
 
 
 def f16acc_rows(mr: int, width: int):
-    """``C[mr x 16]`` (binary16 codes) through 32 VFMADD231PH steps in K order."""
-    parts = TILE // width
-    vt = _vec(_F32, width)
-    vc = _vec(_I16, width)
-
-    def emit(builder, sig, ap, bp, cp, arow, b_off, crow):
-        cptr = [
-            [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vc) for v in range(parts)] for r in range(mr)
-        ]
-        acc = [[_load16(builder, builder.load(p, align=2), width) for p in row] for row in cptr]
-        rows = [arow(r) for r in range(mr)]
-        for k in range(2 * _STEP):
-            bv = [_b_row(builder, bp, b_off, k, width, v) for v in range(parts)]
-            for r in range(mr):
-                sa = _a_elem(builder, ap, rows[r], k, vt)
-                acc[r] = [_fma16_vec(builder, sa, bv[v], acc[r][v], width) for v in range(parts)]
-        for r in range(mr):
-            for v in range(parts):
-                builder.store(_store16(builder, acc[r][v], width), cptr[r][v], align=2)  # exact
-
-    return _body(emit)
+    """``C[mr x 16]`` (binary16 codes) through 32 VFMADD231PH steps per K step, in K order; the
+    codes convert exactly both ways."""
+    return _chain_rows(
+        mr,
+        width,
+        _I16,
+        2,
+        lambda builder, h: _load16(builder, h, width),
+        lambda builder, a, b, acc: _fma16_vec(builder, a, b, acc, width),
+        lambda builder, x: _store16(builder, x, width),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -573,11 +606,12 @@ def f16acc_rows(mr: int, width: int):
 
 
 def _rows_tile(body, mr_body):
-    """A tile multiply from an ``mr_body``-row body. A partial tile runs on a 16 x 16 scratch
-    copy of its C block (A panels are zero-padded to 16 rows); only its rows are computed."""
+    """A tile multiply over ``nsteps`` K steps from an ``mr_body``-row body. A partial tile runs
+    on a 16 x 16 scratch copy of its C block (A panels are zero-padded to 16 rows); only its rows
+    are computed."""
 
     @njit(inline="always")
-    def tile(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+    def tile(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, nsteps, a_step, b_step):
         partial = mr < TILE or nc < TILE
         if partial:
             for mm in range(TILE):
@@ -587,7 +621,7 @@ def _rows_tile(body, mr_body):
         else:
             tgt, t_off, t_ld = C, c_off, ldc
         for mm in range(0, mr, mr_body):
-            body(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld)
+            body(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld, nsteps, a_step, b_step)
         if partial:
             for mm in range(mr):
                 for n in range(nc):
@@ -597,7 +631,7 @@ def _rows_tile(body, mr_body):
 
 
 @njit(cache=True, inline="always")
-def _f32fma_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch):
+def _f32fma_exact(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, nsteps, a_step, b_step):
     """VFMADD231PS one element at a time through :func:`fma32_ieee`; denormals read and written
     through their bit patterns, so the caller's MXCSR cannot act."""
     Ab, Bb, Cb = A.view(np.uint32), B.view(np.uint32), C.view(np.uint32)
@@ -605,10 +639,11 @@ def _f32fma_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scrat
         for n in range(nc):
             c = c_off + mm * ldc + n
             acc = _widen32(C[c], Cb[c])
-            for k in range(2 * _STEP):
-                i = a_off + mm * lda + k
-                j = b_off + TILE * k + n
-                acc = fma32_ieee(_widen32(A[i], Ab[i]), _widen32(B[j], Bb[j]), acc)
+            for t in range(nsteps):
+                for k in range(2 * _STEP):
+                    i = a_off + t * a_step + mm * lda + k
+                    j = b_off + t * b_step + TILE * k + n
+                    acc = fma32_ieee(_widen32(A[i], Ab[i]), _widen32(B[j], Bb[j]), acc)
             if abs(acc) < 2.0**-126 and acc != 0.0:  # a denormal result: its bits, exactly
                 Cb[c] = f32_to_bits(acc)
             else:  # normal, zero, infinite or NaN: converting is exact and FTZ cannot act
@@ -629,7 +664,9 @@ _i16pairs = _rows_tile(_int_rows(PAIRS.rows, PAIRS.width, _pairs_step(_PAIRS_KIN
 _f32fma_fast = _rows_tile(f32fma_rows(FMA.rows, FMA.width), FMA.rows)
 _f16acc = _rows_tile(f16acc_rows(F16.rows, F16.width), F16.rows)
 
-#: variant -> tile multiply, for ``tiles.tile_multiply``.
+#: variant -> tile multiply over consecutive K steps (``tiles.tile_steps``, and one step for
+#: ``tiles.tile_multiply``): ``(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, nsteps,
+#: a_step, b_step)``.
 TILE_BODIES = {
     I8SAT: _i8sat,
     I16PAIRS: _i16pairs,

@@ -205,7 +205,7 @@ def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scra
     if other is not None:  # the other CPUs' paths (isa.py), whatever C's type
 
         def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
-            other(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch)
+            other(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, 1, 0, 0)
 
         return impl
     if isinstance(C.dtype, types.Integer):
@@ -222,5 +222,48 @@ def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scra
 
     def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
         body(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes)
+
+    return impl
+
+
+def tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
+    """K steps ``kb0 .. kb1 - 1`` of one C tile: ``tile_multiply`` step after step, A panels
+    ``16 * lda`` and B blocks ``b_step`` elements apart from those of step ``kb0`` at ``a_off`` and
+    ``b_off``. The other CPUs' paths (isa.py) run all the steps in one call with C in registers:
+    each C element there is one chain in K order, which the steps continue."""
+    raise NotImplementedError("only callable from compiled code")
+
+
+@overload(tile_steps, inline="always", prefer_literal=True)
+def _tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
+    other = isa.TILE_BODIES.get(getattr(variant, "literal_value", None))
+    if other is not None:
+
+        def impl(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
+            other(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, kb1 - kb0, TILE * lda, b_step)
+
+        return impl
+
+    def impl(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
+        for kb in range(kb0, kb1):
+            # The tail rule (docs/semantics.md, section 6): the last step runs ceil(remaining / group) groups.
+            ngroups = min(TILE, (k - kb * lda + group - 1) // group)
+            t = kb - kb0
+            tile_multiply(
+                A,
+                a_off + t * TILE * lda,
+                lda,
+                mr,
+                ngroups,
+                B,
+                b_off + t * b_step,
+                C,
+                c_off,
+                ldc,
+                nc,
+                scratch,
+                variant,
+                codes,
+            )
 
     return impl

@@ -1,0 +1,72 @@
+"""The other CPUs' tile bodies (kernels/isa.py) over several K steps in one call, C held in
+registers, against the same steps one call at a time (C through memory after each)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_bits
+from numba import njit
+
+from tilegemm.kernels import isa
+
+STEPS = 3
+
+
+def _operands(variant, rng):
+    """A panels (16 rows x k_step per step), B blocks, a start C and the element counts."""
+    if variant in (isa.I8SAT, isa.I16PAIRS):
+        k_step = 64
+        a = rng.integers(-128, 128, STEPS * 16 * k_step).astype(np.int8)
+        b = rng.integers(-128, 128, STEPS * k_step * 16).astype(np.int8)
+        a[::7] = 127  # saturating pairs and quads
+        b[::5] = -128
+        c = rng.integers(-(2**31), 2**31, 256).astype(np.int32)
+        c[:16] = 2**31 - 1000  # int32 saturation within the chain
+        return a, b, c, k_step
+    k_step = 32
+    pool = np.float16([0.0, -0.0, np.inf, -np.inf, np.nan, 6e-8, -6e-8, 65504.0, 2.0**-14, -3.5])
+    a = rng.standard_normal(STEPS * 16 * k_step).astype(np.float16)
+    b = rng.standard_normal(STEPS * k_step * 16).astype(np.float16)
+    for x in (a, b):
+        special = rng.random(x.size) < 0.03
+        x[special] = rng.choice(pool, int(special.sum()))
+    if variant == isa.F16ACC:
+        c = (rng.standard_normal(256) * 8).astype(np.float16).view(np.uint16)
+    else:
+        c = (rng.standard_normal(256) * 8).astype(np.float32)
+        if variant == isa.F32FMA_FAST:  # its proof: no denormal operand, nothing tiny, nothing special
+            a = np.where(np.isfinite(a) & (np.abs(a) >= 2.0**-14), a, 1.0).astype(np.float16)
+            b = np.where(np.isfinite(b) & (np.abs(b) >= 2.0**-14), b, 1.0).astype(np.float16)
+    return a.astype(np.float32), b.astype(np.float32), c, k_step
+
+
+@pytest.mark.parametrize(
+    "variant", [isa.I8SAT, isa.I16PAIRS, isa.F32FMA_FAST, isa.F32FMA_EXACT, isa.F16ACC], ids=lambda v: str(v)
+)
+def test_steps_in_one_call_equal_one_call_per_step(variant):
+    """A whole tile (C in place) and a partial one (C through the scratch block)."""
+    tile = isa.TILE_BODIES[variant]
+
+    @njit
+    def run(A, B, C, scratch, lda, mr, nc, together):
+        step = 16 * lda  # A panels and B blocks both hold 16 x k_step elements
+        if together:
+            tile(A, 0, lda, mr, B, 0, C, 0, 16, nc, scratch, STEPS, step, step)
+        else:
+            for t in range(STEPS):
+                tile(A, t * step, lda, mr, B, t * step, C, 0, 16, nc, scratch, 1, 0, 0)
+
+    rng = np.random.default_rng(variant)
+    a, b, c, k_step = _operands(variant, rng)
+    if variant == isa.I16PAIRS:
+        a = a.view(np.uint8)  # unsigned activations here, signed ones (shifted by +128) for I8SAT
+    for mr, nc in ((16, 16), (5, 11)):
+        out = {}
+        for together in (True, False):
+            C = c.copy()
+            run(a, b, C, np.zeros(256, c.dtype), k_step, mr, nc, together)
+            out[together] = C
+        view = np.float16 if variant == isa.F16ACC else c.dtype  # C's codes as values: NaN payloads are not compared
+        assert_bits(out[True].view(view), out[False].view(view), f"variant {variant}, {mr} x {nc}")
+        assert not np.array_equal(out[True].view(np.uint8), c.view(np.uint8)), "the steps changed nothing"

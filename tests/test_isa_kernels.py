@@ -42,6 +42,48 @@ def test_int32_saturation_mid_chain(dtype, tiling, threads):
         assert_bits(out, want, f"{isa} {dtype}")
 
 
+def test_saturation_free_rule_at_its_edge():
+    """The bound of ``plan.saturation_free``, worked by hand: K products of at most a_max * |b|,
+    from a start of |C| plus (shifted activations) 128 * K * |b| of compensation."""
+    u8, s8 = instructions.INSTRUCTIONS["VPDPBUSDS"], instructions.INSTRUCTIONS["VPDPBUSDS.S8"]
+    chain = 1024 * 255 * 128  # 33_423_360
+    assert plan.saturation_free(u8, 255, 128, INT_MAX - chain, 1024)
+    assert not plan.saturation_free(u8, 255, 128, INT_MAX - chain + 1, 1024)
+    comp = 128 * 1024 * 128  # 16_777_216
+    assert plan.saturation_free(s8, 255, 128, INT_MAX - chain - comp, 1024)
+    assert not plan.saturation_free(s8, 255, 128, INT_MAX - chain - comp + 1, 1024)
+    # Full-range operands from C = 0: u8 A up to K = 65_793, shifted s8 A up to K = 43_804.
+    assert plan.saturation_free(u8, 255, 128, 0, 65_793) and not plan.saturation_free(u8, 255, 128, 0, 65_794)
+    assert plan.saturation_free(s8, 255, 128, 0, 43_804) and not plan.saturation_free(s8, 255, 128, 0, 43_805)
+    with plan.forced_path("exact"):
+        assert not plan.saturation_free(u8, 1, 1, 0, 1)
+
+
+@pytest.mark.parametrize("dtype", ["u8s8", "s8s8"])
+def test_saturating_profiles_wrap_only_where_nothing_can_saturate(dtype):
+    """VPDPBUSDS runs the wrapping kernels when the bound shows no running sum can saturate, and
+    its own chain otherwise: here a C one step inside and one step outside the bound, where the
+    data happens not to saturate, and a C that makes it saturate."""
+    rng = np.random.default_rng(13)
+    instr = instructions.resolve("avx512_vnni_sat", dtype)[2]
+    a, b = instr.sample(37, 200, 41, rng)
+    a_max = int(a.max()) + (128 if a.dtype == np.int8 else 0)
+    b_max = int(np.abs(b.astype(np.int64)).max())
+    room = INT_MAX - 200 * a_max * b_max - (128 * 200 * b_max if a.dtype == np.int8 else 0)
+    for c_fill, kernel in ((room, "vpdpbusd"), (room + 1, "vpdpbusds"), (INT_MAX - 5, "vpdpbusds")):
+        c = np.full((37, 41), c_fill, np.int32)
+        c[::2] = -c_fill  # both signs, the bound by |C|
+        want = _ref(a, b, dtype, "avx512_vnni_sat", c)
+        for packed in (False, True):
+            out = c.copy()
+            with plan.recording() as r:
+                rhs = tilegemm.pack(b, dtype, "avx512_vnni_sat") if packed else b
+                tilegemm.matmul(a, rhs, dtype, isa="avx512_vnni_sat", out=out, accumulate=True)
+            assert r.calls[0][0].split("-")[0].split(".")[0] == kernel, (c_fill, r.calls)
+            assert_bits(out, want, f"C = +-{c_fill}, packed {packed}")
+    assert (want == INT_MAX).any()  # the last C saturates
+
+
 @pytest.mark.parametrize("dtype", ["u8s8", "s8s8"])
 def test_avx2_accumulates_and_batches(dtype):
     rng = np.random.default_rng(12)

@@ -80,6 +80,15 @@ def _check_out(out, result_shape, name: str, instr: Instruction, operands) -> No
             raise ValueError(f"out overlaps operand {name}; pass a separate output array")
 
 
+def _int8_bounds(instr: Instruction, a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> tuple[int, int, int]:
+    """``(a_max, b_absmax, c_absmax)`` of :func:`tilegemm.plan.saturation_free`: A's largest
+    activation as the instruction reads it (s8 shifted by +128), B's largest magnitude, C's."""
+    a_max = int(a.max()) + (128 if a.dtype == np.int8 else 0)
+    b_absmax = max(-int(b.min()), int(b.max()))
+    c_absmax = 0 if c is None else max(-int(c.min()), int(c.max()))
+    return a_max, b_absmax, c_absmax
+
+
 def _check_threads(threads) -> None:
     if threads is None:
         return
@@ -256,7 +265,15 @@ def matmul(
     if accumulate and instr.dst_daz:
         np.copyto(C3, daz(C3))  # the first add reads a denormal C as zero (docs/semantics.md)
 
-    call = _Call(instr, kernel, options, M, K, a2, b2, batch, accumulate, prof.name, name, sa)
+    isa_name = prof.name
+    if target is None and instr.mnemonic in plan.WRAPPING_TWIN:
+        # VPDPBUSDS where no running sum can saturate: the wrapping instruction's (fast) kernels.
+        b_now = packed.data.view(np.int8) if packed is not None else b_codes
+        if plan.saturation_free(instr, *_int8_bounds(instr, a_in, b_now, C3 if accumulate else None), K):
+            instr = instructions.INSTRUCTIONS[plan.WRAPPING_TWIN[instr.mnemonic]]
+            isa_name = instructions.find(instr)[0]
+            kernel = dispatch.lookup(isa_name, name, kernel.tiling)
+    call = _Call(instr, kernel, options, M, K, a2, b2, batch, accumulate, isa_name, name, sa)
     if sb is not None and sb.ndim == 1:
         sb = sb.reshape(-1, 1)  # a 1-D b is a column
     if target is not None:
@@ -268,7 +285,7 @@ def matmul(
             call.run_blocked(a_in, packed if packed is not None else b_codes, C3)
         else:
             # B is packed with the call's threads too: a small call's parallel pass would wait for workers.
-            packed = packed if packed is not None else pack_codes(b_codes, prof.name, name, sb)
+            packed = packed if packed is not None else pack_codes(b_codes, isa_name, name, sb)
             call.run(a_in, packed, C3)
     return C
 
@@ -389,6 +406,7 @@ class _Call:
         family.run_prepare(instr, A, B, C3, ib, self.K)
         Ck = family.kernel_c(C3)
         p.entry(A, B, Ck, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *instr.option_codes(self.options))
+        plan.record(self.kernel, p.path, None, numba.get_num_threads())
 
     def run_native(self, target, a_codes: np.ndarray, packed: PackedB, C3: np.ndarray, threads: int) -> None:
         """The native program on ``target`` (``tilegemm.native.gemm``), on A's codes and the packed B."""

@@ -35,6 +35,8 @@ __all__ = [
     "SERIAL_BELOW",
     "SERIAL_BELOW_BUSY",
     "FORCED_PATH",
+    "WRAPPING_TWIN",
+    "saturation_free",
     "BLOCK_PATHS",
     "PATH_NAMES",
     "recording",
@@ -120,11 +122,40 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
     return not grids or min(grids) >= -126
 
 
+#: The saturating int8 instructions (VPDPBUSDS) and the wrapping ones (VPDPBUSD) whose bits they
+#: have wherever :func:`saturation_free` holds.
+WRAPPING_TWIN = {"VPDPBUSDS": "VPDPBUSD", "VPDPBUSDS.S8": "VPDPBUSD.S8"}
+_INT32_MAX = 2**31 - 1
+
+
+def saturation_free(instr: Instruction, a_max: int, b_absmax: int, c_absmax: int, k: int) -> bool:
+    """True when no running sum of a saturating int8 chain can leave int32 for these operands, so
+    that ``sat32`` never acts and the chain equals the wrapping one (:data:`WRAPPING_TWIN`), whose
+    sum does not depend on its order (the fast int8 kernels).
+
+    Rule: ``a_max`` is the largest activation as the instruction reads it (u8; s8 ones shifted by
+    +128, so their largest plus 128), ``b_absmax`` the largest ``|b|``, ``c_absmax`` the largest
+    ``|C|`` the call continues from (0 without ``accumulate``). Each product is at most
+    ``a_max * b_absmax`` in size, so after any number of the K products a running sum lies within
+    ``start + K * a_max * b_absmax`` of zero, where ``start`` bounds where the chain starts: ``C``,
+    plus, for shifted activations, the compensation ``-128 * (a column sum of B)``, at most
+    ``128 * K * b_absmax``. While that bound is at most 2^31 - 1 nothing saturates and the
+    compensation does not wrap, so the result is ``C + A @ B`` exactly: the wrapping sum.
+
+    Under a forced path (:func:`forced_path`, for tests) it is False: the chain runs.
+    """
+    if FORCED_PATH is not None:
+        return False
+    start = c_absmax + (128 * k * b_absmax if instr.a.storage.kind == "i" else 0)
+    return start + k * a_max * b_absmax <= _INT32_MAX
+
+
 @contextmanager
 def forced_path(path: str | None) -> Iterator[None]:
     """Run every block of the blocked kernels on ``path`` (one of :data:`BLOCK_PATHS`) inside the
-    block, and every superblock-loop kernel of a family that needs the proof on its exact entry:
-    for tests, which check each path against the reference."""
+    block, every superblock-loop kernel of a family that needs the proof on its exact entry, and
+    the saturating int8 chains even where :func:`saturation_free` would hold: for tests, which
+    check each path against the reference."""
     global FORCED_PATH
     if path is not None and path not in BLOCK_PATHS:
         raise ValueError(f"path {path!r} is not one of {', '.join(map(repr, BLOCK_PATHS))}")

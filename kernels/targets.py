@@ -21,7 +21,9 @@ Why these shapes (``docs/architecture.md``, "Per-target bodies", has the measure
   FMAs (0.66 loads per FMA with B read as BF16 dwords): FMA-bound.
 - Zen 4 executes one 512-bit FMA per cycle and three loads: FMA-bound with any shape; 8 x 16
   amortizes the two widening operations per B vector over 16 FMAs.
-- AVX2 (16 ymm registers): 2 x 16 leaves room for B; 3 x 16 spills on haswell and znver3.
+- AVX2 (16 ymm registers): 2 x 16 pairs bodies leave room for B and run 8 chains (even and odd
+  per vector); 3 x 16 spills on haswell and znver3. VDPBF16PS has one chain per C element, so
+  its 2 x 16 ran 4 chains for two FMA units of latency 4 (48% of the peak on Zen 3): 4 x 16 runs 8.
 - Every float body loops over 4 pairs per iteration: with all 16 pairs of a step unrolled,
   LLVM's scheduler hoists the B loads of later pairs and spills (4 x 32 on sapphirerapids,
   2 x 16 on haswell, 7 x 16 with FP16 on znver4), with 4 it spills nowhere.
@@ -310,7 +312,8 @@ for _cls, _mx, _bf in (
     SHAPES[_cls].update(ace_mx=_mx, ace_bf16=_bf)
 # The other CPUs' paths (isa.py): one chain per C element that starts from C, so short bodies
 # (4 rows) let the next body's C loads overlap this one's work (8 and 16 rows measured 10-25%
-# slower at n = 1024 on Zen 4); the FP16-accumulator step needs temporaries.
+# slower at n = 1024 on Zen 4, when a body call ran one K step; a call now runs a chunk of steps
+# with C in registers, not remeasured there); the FP16-accumulator step needs temporaries.
 _ISA_SHAPES = {
     "avx512_vnni": {
         "i8sat": Shape(4, 16, 16),

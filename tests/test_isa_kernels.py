@@ -43,20 +43,41 @@ def test_int32_saturation_mid_chain(dtype, tiling, threads):
 
 
 def test_saturation_free_rule_at_its_edge():
-    """The bound of ``plan.saturation_free``, worked by hand: K products of at most a_max * |b|,
-    from a start of |C| plus (shifted activations) 128 * K * |b| of compensation."""
+    """The bound of ``plan.saturation_free``, worked by hand: |C| plus K terms of at most
+    |a|max * |b|max (u8 activations) or 128 * |b|max (s8 ones, shifted, with the compensation)."""
     u8, s8 = instructions.INSTRUCTIONS["VPDPBUSDS"], instructions.INSTRUCTIONS["VPDPBUSDS.S8"]
     chain = 1024 * 255 * 128  # 33_423_360
     assert plan.saturation_free(u8, 255, 128, INT_MAX - chain, 1024)
     assert not plan.saturation_free(u8, 255, 128, INT_MAX - chain + 1, 1024)
-    comp = 128 * 1024 * 128  # 16_777_216
-    assert plan.saturation_free(s8, 255, 128, INT_MAX - chain - comp, 1024)
-    assert not plan.saturation_free(s8, 255, 128, INT_MAX - chain - comp + 1, 1024)
-    # Full-range operands from C = 0: u8 A up to K = 65_793, shifted s8 A up to K = 43_804.
+    shifted = 1024 * 128 * 128  # 16_777_216, whatever |a| (at most 128)
+    assert plan.saturation_free(s8, 5, 128, INT_MAX - shifted, 1024)
+    assert not plan.saturation_free(s8, 5, 128, INT_MAX - shifted + 1, 1024)
+    # Full-range operands from C = 0: u8 A up to K = 65_793, s8 A up to K = 131_071.
     assert plan.saturation_free(u8, 255, 128, 0, 65_793) and not plan.saturation_free(u8, 255, 128, 0, 65_794)
-    assert plan.saturation_free(s8, 255, 128, 0, 43_804) and not plan.saturation_free(s8, 255, 128, 0, 43_805)
+    assert plan.saturation_free(s8, 128, 128, 0, 131_071) and not plan.saturation_free(s8, 128, 128, 0, 131_072)
     with plan.forced_path("exact"):
         assert not plan.saturation_free(u8, 1, 1, 0, 1)
+
+
+def test_the_bound_is_sound_where_it_is_tight():
+    """u8 activations of 255 and weights of 127: every running sum grows by 255 * 127 per element,
+    so from C = INT_MAX - K * 255 * 127 the chain ends exactly at INT_MAX (the bound holds: the
+    wrapping kernel runs), and from one more it clips, where the wrapping sum would turn negative."""
+    k = 200
+    a = np.full((3, k), 255, np.uint8)
+    b = np.full((k, 5), 127, np.int8)
+    room = INT_MAX - k * 255 * 127
+    for c_fill, kernel in ((room, "vpdpbusd"), (room + 1, "vpdpbusds")):
+        c = np.full((3, 5), c_fill, np.int32)
+        want = _ref(a, b, "u8s8", "avx512_vnni_sat", c)
+        assert (want == INT_MAX).all()
+        wrap = _ref(a, b, "u8s8", "avx512_vnni", c)
+        assert (wrap == INT_MAX).all() if c_fill == room else (wrap < 0).all()
+        out = c.copy()
+        with plan.recording() as r:
+            tilegemm.matmul(a, b, "u8s8", isa="avx512_vnni_sat", out=out, accumulate=True)
+        assert r.calls[0][0].split("-")[0] == kernel, r.calls
+        assert_bits(out, want, f"C = {c_fill}")
 
 
 @pytest.mark.parametrize("dtype", ["u8s8", "s8s8"])
@@ -67,9 +88,9 @@ def test_saturating_profiles_wrap_only_where_nothing_can_saturate(dtype):
     rng = np.random.default_rng(13)
     instr = instructions.resolve("avx512_vnni_sat", dtype)[2]
     a, b = instr.sample(37, 200, 41, rng)
-    a_max = int(a.max()) + (128 if a.dtype == np.int8 else 0)
     b_max = int(np.abs(b.astype(np.int64)).max())
-    room = INT_MAX - 200 * a_max * b_max - (128 * 200 * b_max if a.dtype == np.int8 else 0)
+    term = 128 * b_max if a.dtype == np.int8 else int(a.max()) * b_max
+    room = INT_MAX - 200 * term
     for c_fill, kernel in ((room, "vpdpbusd"), (room + 1, "vpdpbusds"), (INT_MAX - 5, "vpdpbusds")):
         c = np.full((37, 41), c_fill, np.int32)
         c[::2] = -c_fill  # both signs, the bound by |C|

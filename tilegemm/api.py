@@ -80,13 +80,12 @@ def _check_out(out, result_shape, name: str, instr: Instruction, operands) -> No
             raise ValueError(f"out overlaps operand {name}; pass a separate output array")
 
 
-def _int8_bounds(instr: Instruction, a: np.ndarray, b: np.ndarray, c: np.ndarray | None) -> tuple[int, int, int]:
-    """``(a_max, b_absmax, c_absmax)`` of :func:`tilegemm.plan.saturation_free`: A's largest
-    activation as the instruction reads it (s8 shifted by +128), B's largest magnitude, C's."""
-    a_max = int(a.max()) + (128 if a.dtype == np.int8 else 0)
-    b_absmax = max(-int(b.min()), int(b.max()))
+def _int8_bounds(a: np.ndarray, b: np.ndarray | PackedB, c: np.ndarray | None) -> tuple[int, int, int]:
+    """``(a_max, b_absmax, c_absmax)`` of :func:`tilegemm.plan.saturation_free`: the largest
+    magnitudes of A, of B (a PackedB keeps its own) and of C."""
+    b_absmax = b.int8_absmax() if isinstance(b, PackedB) else max(-int(b.min()), int(b.max()))
     c_absmax = 0 if c is None else max(-int(c.min()), int(c.max()))
-    return a_max, b_absmax, c_absmax
+    return max(-int(a.min()), int(a.max())), b_absmax, c_absmax
 
 
 def _check_threads(threads) -> None:
@@ -268,8 +267,8 @@ def matmul(
     isa_name = prof.name
     if target is None and instr.mnemonic in plan.WRAPPING_TWIN:
         # VPDPBUSDS where no running sum can saturate: the wrapping instruction's (fast) kernels.
-        b_now = packed.data.view(np.int8) if packed is not None else b_codes
-        if plan.saturation_free(instr, *_int8_bounds(instr, a_in, b_now, C3 if accumulate else None), K):
+        b_now = packed if packed is not None else b_codes
+        if plan.saturation_free(instr, *_int8_bounds(a_in, b_now, C3 if accumulate else None), K):
             instr = instructions.INSTRUCTIONS[plan.WRAPPING_TWIN[instr.mnemonic]]
             isa_name = instructions.find(instr)[0]
             kernel = dispatch.lookup(isa_name, name, kernel.tiling)

@@ -4,7 +4,10 @@
   :func:`tilegemm.matmul` runs for ``(dtype, tiling, isa)``: the blocked kernel's fast body over
   a loop of K steps (the body the per-target table gives the target), or one K step of one
   superblock of the superblock loop, compiled afresh (Numba does not let cached code be
-  inspected).
+  inspected). The other CPUs' bodies (``isa=`` profiles) run a chunk of K steps per call with C
+  in registers; the probe shows one step of that loop. ``avx512_vnni_sat`` shows its saturating
+  chain, which ``matmul`` runs only where the call's bound allows saturation
+  (``tilegemm.plan.saturation_free``; elsewhere it runs ``avx512_vnni``'s kernel).
 - :func:`vector_report`: what that hot loop is made of, for this host or (``cpu=``) another target,
   compiled in a subprocess with ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` and never run.
 - :func:`amx_asm`: the seed's loop for a tiling as an AMX core would execute it (``ldtilecfg``,
@@ -175,8 +178,9 @@ def _cross(cases, cpu) -> list:
 
 
 def llvm_ir(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> str:
-    """Optimized LLVM IR of the hot loop ``matmul`` runs for these arguments: one K step of one
-    superblock of the tiling's C tiles (``auto`` shows 2x2), for this host or ``cpu``."""
+    """Optimized LLVM IR of the hot loop ``matmul`` runs for these arguments (see the module
+    docstring: the blocked body over its K loop, or one K step of one superblock of the tiling's
+    C tiles; ``auto`` shows 2x2), for this host or ``cpu``."""
     return str(_texts(dtype, tiling, isa, cpu)["ir"])
 
 

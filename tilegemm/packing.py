@@ -194,6 +194,13 @@ class PackedB:
             self._tables["colsums"] = out
         return self._tables["colsums"]
 
+    def int8_absmax(self) -> int:
+        """The largest ``|b|`` of an INT8 B (the zero padding changes nothing), made once and kept."""
+        if "absmax" not in self._tables:
+            codes = self.data.view(self.format.storage)
+            self._tables["absmax"] = np.array(max(-int(codes.min()), int(codes.max())) if codes.size else 0)
+        return int(self._tables["absmax"])
+
     def exponent_range(self, layout: str, daz: bool, options=None) -> tuple[int, int] | None:
         """:func:`exponent_range` of :meth:`kernel_b` (made once per layout, kept); binary64 blocks
         (the 8-bit floats) by their own exponents; an ACE layout's range as ``tilegemm.ace`` gives it."""

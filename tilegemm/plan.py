@@ -133,21 +133,25 @@ def saturation_free(instr: Instruction, a_max: int, b_absmax: int, c_absmax: int
     that ``sat32`` never acts and the chain equals the wrapping one (:data:`WRAPPING_TWIN`), whose
     sum does not depend on its order (the fast int8 kernels).
 
-    Rule: ``a_max`` is the largest activation as the instruction reads it (u8; s8 ones shifted by
-    +128, so their largest plus 128), ``b_absmax`` the largest ``|b|``, ``c_absmax`` the largest
-    ``|C|`` the call continues from (0 without ``accumulate``). Each product is at most
-    ``a_max * b_absmax`` in size, so after any number of the K products a running sum lies within
-    ``start + K * a_max * b_absmax`` of zero, where ``start`` bounds where the chain starts: ``C``,
-    plus, for shifted activations, the compensation ``-128 * (a column sum of B)``, at most
-    ``128 * K * b_absmax``. While that bound is at most 2^31 - 1 nothing saturates and the
+    ``a_max`` is the largest ``|a|``, ``b_absmax`` the largest ``|b|``, ``c_absmax`` the largest
+    ``|C|`` the call continues from (0 without ``accumulate``).
+
+    - u8 activations: after any ``j`` of the K products the running sum lies within
+      ``|C| + j * a_max * b_absmax`` of zero.
+    - s8 activations run shifted by +128 from ``C - 128 * (B's column sum)`` (the compensation), so
+      after ``j`` products the running sum is ``C + sum_{i<j} a_i b_i - 128 * sum_{i>=j} b_i``:
+      each of the K terms is at most ``128 * b_absmax`` in size (``|a| <= 128``), and the start
+      itself is one of these sums (``j = 0``).
+
+    While that bound, ``|C|`` plus K terms, is at most 2^31 - 1, nothing saturates and the
     compensation does not wrap, so the result is ``C + A @ B`` exactly: the wrapping sum.
 
     Under a forced path (:func:`forced_path`, for tests) it is False: the chain runs.
     """
     if FORCED_PATH is not None:
         return False
-    start = c_absmax + (128 * k * b_absmax if instr.a.storage.kind == "i" else 0)
-    return start + k * a_max * b_absmax <= _INT32_MAX
+    term = 128 * b_absmax if instr.a.storage.kind == "i" else a_max * b_absmax
+    return c_absmax + k * term <= _INT32_MAX
 
 
 @contextmanager

@@ -49,23 +49,27 @@ def test_steps_in_one_call_equal_one_call_per_step(variant):
     tile = isa.TILE_BODIES[variant]
 
     @njit
-    def run(A, B, C, scratch, lda, mr, nc, together):
-        step = 16 * lda  # A panels and B blocks both hold 16 x k_step elements
+    def run(A, B, C, scratch, lda, b_step, mr, nc, together):
+        a_step = 16 * lda
         if together:
-            tile(A, 0, lda, mr, B, 0, C, 0, 16, nc, scratch, STEPS, step, step)
+            tile(A, 0, lda, mr, B, 0, C, 0, 16, nc, scratch, STEPS, a_step, b_step)
         else:
             for t in range(STEPS):
-                tile(A, t * step, lda, mr, B, t * step, C, 0, 16, nc, scratch, 1, 0, 0)
+                tile(A, t * a_step, lda, mr, B, t * b_step, C, 0, 16, nc, scratch, 1, 0, 0)
 
     rng = np.random.default_rng(variant)
     a, b, c, k_step = _operands(variant, rng)
     if variant == isa.I16PAIRS:
         a = a.view(np.uint8)  # unsigned activations here, signed ones (shifted by +128) for I8SAT
+    # A's rows padded by 8 elements (never read), so that A's panels and B's blocks lie at
+    # different strides: a body that swapped them would read the wrong elements.
+    lda = k_step + 8
+    a = np.pad(a.reshape(-1, k_step), ((0, 0), (0, 8)), constant_values=a.dtype.type(1)).ravel()
     for mr, nc in ((16, 16), (5, 11)):
         out = {}
         for together in (True, False):
             C = c.copy()
-            run(a, b, C, np.zeros(256, c.dtype), k_step, mr, nc, together)
+            run(a, b, C, np.zeros(256, c.dtype), lda, 16 * k_step, mr, nc, together)
             out[together] = C
         view = np.float16 if variant == isa.F16ACC else c.dtype  # C's codes as values: NaN payloads are not compared
         assert_bits(out[True].view(view), out[False].view(view), f"variant {variant}, {mr} x {nc}")

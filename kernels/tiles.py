@@ -234,7 +234,7 @@ def tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant,
     raise NotImplementedError("only callable from compiled code")
 
 
-@overload(tile_steps, inline="always", prefer_literal=True)
+@overload(tile_steps, prefer_literal=True)
 def _tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
     other = isa.TILE_BODIES.get(getattr(variant, "literal_value", None))
     if other is not None:

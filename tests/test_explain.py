@@ -280,7 +280,7 @@ def test_bench_lists_each_profile_once():
             else:
                 assert (row in names) == (p.same_as is None), row
     rows = []
-    benchmark.add_profile_rows(lambda what, ratio, goal, met, s: rows.append((what, goal)), n=48, repeats=1)
+    benchmark.add_profile_rows(lambda what, ratio, goal, met, s, *ran: rows.append((what, goal)), n=48, repeats=1)
     profiles = instructions.PROFILES.values()
     listed = {(p.name, d) for p in profiles if p.same_as is None and p.library is None for d in p.dtypes}
     listed = {x for x in listed if x[0] != instructions.DEFAULT_ISA}

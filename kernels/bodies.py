@@ -87,6 +87,13 @@ def _data(context, builder, arrtype, arr):
     return context.make_array(arrtype)(context, builder, arr).data
 
 
+def _float_operands(context, builder, signature, args, vt):
+    """A float body's A, B and C data pointers (arguments 0, 3 and 7) and ``llvm.fma`` on ``vt``."""
+    ptrs = [_data(context, builder, signature.args[i], args[i]) for i in (0, 3, 7)]
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{vt.count}f32")
+    return (*ptrs, fma)
+
+
 def _layout(cols, width):
     """(tiles, vectors per tile) of a body ``cols`` wide: 8 columns are the left or right half of
     one tile (the driver points ``b_off`` at the half)."""
@@ -168,12 +175,7 @@ def _fp16_pairs_interleaved(rows: int, cols: int, width: int, unroll: int):
 
         def codegen(context, builder, signature, args):
             _, a_off_, lda_, _, b_off_, b_tile_, b_step_, _, c_off_, ldc_, nsteps_, _ = args
-            ap = _data(context, builder, signature.args[0], args[0])
-            bp = _data(context, builder, signature.args[3], args[3])
-            cp = _data(context, builder, signature.args[7], args[7])
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{width}f32"
-            )
+            ap, bp, cp, fma = _float_operands(context, builder, signature, args, vt)
             zero = ir.Constant(vt, [0.0] * width)
 
             def step(st, _):  # one K step: the chains from +0, then the adds into C
@@ -259,12 +261,7 @@ def float_body(
 
         def codegen(context, builder, signature, args):
             _, a_off_, lda_, _, b_off_, b_tile_, b_step_, _, c_off_, ldc_, nsteps_, npairs_ = args
-            ap = _data(context, builder, signature.args[0], args[0])
-            bp = _data(context, builder, signature.args[3], args[3])
-            cp = _data(context, builder, signature.args[7], args[7])
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fma.v{width}f32"
-            )
+            ap, bp, cp, fma = _float_operands(context, builder, signature, args, vt)
             zero = ir.Constant(vt, [0.0] * width)
             no_flag = ir.Constant(ir.VectorType(I1, width), [0] * width)
             coff = [

@@ -19,7 +19,7 @@ import numpy as np
 from . import ace, dispatch, instructions, native, plan
 from .formats import daz
 from .instructions import Instruction, Profile
-from .packing import PackedB, a_panels, exponent_range, pack_codes
+from .packing import PackedB, a_panels, exponent_range, int_absmax, pack_codes
 
 __all__ = ["matmul"]
 
@@ -83,9 +83,8 @@ def _check_out(out, result_shape, name: str, instr: Instruction, operands) -> No
 def _int8_bounds(a: np.ndarray, b: np.ndarray | PackedB, c: np.ndarray | None) -> tuple[int, int, int]:
     """``(a_max, b_absmax, c_absmax)`` of :func:`tilegemm.plan.saturation_free`: the largest
     magnitudes of A, of B (a PackedB keeps its own) and of C."""
-    b_absmax = b.int8_absmax() if isinstance(b, PackedB) else max(-int(b.min()), int(b.max()))
-    c_absmax = 0 if c is None else max(-int(c.min()), int(c.max()))
-    return max(-int(a.min()), int(a.max())), b_absmax, c_absmax
+    b_absmax = b.int8_absmax() if isinstance(b, PackedB) else int_absmax(b)
+    return int_absmax(a), b_absmax, 0 if c is None else int_absmax(c)
 
 
 def _check_threads(threads) -> None:

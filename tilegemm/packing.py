@@ -68,6 +68,12 @@ _A_MODES = {
 }
 
 
+def int_absmax(x: np.ndarray) -> int:
+    """The largest magnitude of an integer array, as a Python int (0 when empty): no overflow at
+    the type's minimum."""
+    return max(-int(x.min()), int(x.max())) if x.size else 0
+
+
 class PackedB:
     """A B operand (or a stack of them) packed for the tile multiply.
 
@@ -197,8 +203,7 @@ class PackedB:
     def int8_absmax(self) -> int:
         """The largest ``|b|`` of an INT8 B (the zero padding changes nothing), made once and kept."""
         if "absmax" not in self._tables:
-            codes = self.data.view(self.format.storage)
-            self._tables["absmax"] = np.array(max(-int(codes.min()), int(codes.max())) if codes.size else 0)
+            self._tables["absmax"] = np.array(int_absmax(self.data.view(self.format.storage)))
         return int(self._tables["absmax"])
 
     def exponent_range(self, layout: str, daz: bool, options=None) -> tuple[int, int] | None:

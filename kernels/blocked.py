@@ -48,7 +48,7 @@ from . import bodies, exact, rounding, targets, vector
 from ._cache import stamp_with_dependencies
 from .bodies import BSRC_BF16, BSRC_FP16
 from .exact import add32, fma32
-from .rounding import bf16_to_f32_daz, bits_f32, f32_bits, f32_to_bf16, f32_to_fp16, fp16_to_f32
+from .rounding import bf16_to_f32_daz, bits_f32, f32_bits, f32_round_fp16, f32_to_bf16, fp16_to_f32
 
 TILE = 16  # columns of a tile
 PAIRS = 16  # pairs (quads) per K step
@@ -116,7 +116,7 @@ def pack_a_float(A, a_f32, fp16, ai, a_k0, m0, m1, nrows, k0, kn, width, lda, ab
             src = A[ai, m, w * (a_k0 + k0) : w * (a_k0 + k0 + n)] if n > 0 else A[ai, 0, 0:0]
             if a_f32 and fp16:
                 for i in range(n):
-                    v = fp16_to_f32(f32_to_fp16(np.uint32(src[2 * i]) | (np.uint32(src[2 * i + 1]) << np.uint32(16))))
+                    v = f32_round_fp16(np.uint32(src[2 * i]) | (np.uint32(src[2 * i + 1]) << np.uint32(16)))
                     dst[i] = v
                     lo = min(lo, _exponent(v))
             elif a_f32:

@@ -11,10 +11,14 @@ One definition of each rule, written without branches so that the loops packing 
   overflow to infinity, denormals rounded in place.
 - ``fp16_to_f32(code)``: binary16 code -> binary32 bits, exact, denormals kept (they are normal in
   binary32).
+- ``f32_round_fp16(bits)``: binary32 -> the binary32 bits of the binary16 value ``f32_to_fp16``
+  gives, in one step (``fp16_to_f32(f32_to_fp16(bits))``, which the A-packing loops need).
 
-Everything works on integers, except the one multiplication that scales an FP16 denormal's
-significand by 2^-24: both factors and the product are binary32 normals, so it is exact and no
-MXCSR flag (FTZ, DAZ) can act on it.
+Everything works on integers, except the multiplication that scales an FP16 denormal's
+significand by 2^-24 (both factors and the product are binary32 normals, so it is exact and no
+MXCSR flag, FTZ or DAZ, can act on it) and the addition of 0.5 in ``f32_round_fp16`` (its sum is
+a binary32 normal; a denormal addend, whether DAZ reads it as zero or not, gives 0.5 exactly).
+Integers become floats only from signed int32: an unsigned conversion does not vectorize.
 """
 
 from __future__ import annotations
@@ -82,8 +86,29 @@ def fp16_to_f32(code):
     man = h & np.uint32(0x3FF)
     normal = ((h & np.uint32(0x7FFF)) << np.uint32(13)) + np.uint32(0x38000000)
     special = np.uint32(0x7F800000) | (man << np.uint32(13))
-    small = f32_bits(np.float32(man) * _TWO_M24)  # man * 2^-24, exact (0 for man = 0)
+    small = f32_bits(np.float32(np.int32(man)) * _TWO_M24)  # man * 2^-24, exact (0 for man = 0)
     return np.uint32(sign | (special if e == np.uint32(0x1F) else (small if e == np.uint32(0) else normal)))
+
+
+@njit(cache=True, inline="always")
+def f32_round_fp16(bits):
+    """binary32 bits -> binary32 bits of the nearest binary16 value (RNE, overflow to infinity,
+    binary16 denormals kept, a NaN the quiet NaN of its sign): ``fp16_to_f32(f32_to_fp16(bits))``
+    without the trip through the 16-bit code, so that the loops calling it vectorize."""
+    b = np.uint32(bits)
+    sign = b & np.uint32(0x80000000)
+    ax = b & np.uint32(0x7FFFFFFF)
+    # a binary16 normal (|x| >= 2^-14): round the 23-bit fraction to 10 bits in place; a carry
+    # into the exponent is the right result (up to 2^16, which becomes infinity below)
+    normal = (ax + np.uint32(0x0FFF) + ((ax >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
+    # below 2^-14 the binary16 grid is 2^-24, the spacing of binary32 in [0.5, 1): adding 0.5
+    # rounds |x| to it (ties to even); q counts units of 2^-24, 0 to 1024
+    q = f32_bits(bits_f32(ax) + np.float32(0.5)) - np.uint32(0x3F000000)
+    small = f32_bits(np.float32(np.int32(q)) * _TWO_M24)
+    out = normal if ax >= np.uint32(0x38800000) else small
+    out = np.uint32(0x7F800000) if ax >= np.uint32(0x477FF000) else out  # 65520 and up: infinity
+    out = np.uint32(0x7FC00000) if ax > np.uint32(0x7F800000) else out  # NaN: the quiet NaN
+    return np.uint32(sign | out)
 
 
 @njit(cache=True, inline="always")

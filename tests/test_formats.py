@@ -8,7 +8,7 @@ import pytest
 from conftest import assert_bits, instr
 
 import tilegemm
-from tilegemm.convert import f32_to_bf16, f32_to_fp16, fp16_to_f32
+from tilegemm.convert import f32_round_fp16, f32_to_bf16, f32_to_fp16, fp16_to_f32
 
 ALL16 = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
 
@@ -123,3 +123,35 @@ def test_f32_to_fp16_rounding_dense_sample():
         tilegemm.matmul(half, np.ones((1, 1)), "fp16"),
         "fp16 from float32",
     )
+
+
+def _fp16_neighbourhoods():
+    """For every finite binary16 value: its binary32 bits, the midpoints to both neighbours and
+    one binary32 step either side of each (the ties and the values just off them), both signs;
+    plus the overflow edge, infinities, NaNs and binary32 denormals."""
+    v = ALL16[(ALL16 & 0x7C00) != 0x7C00].view(np.float16).astype(np.float64)
+    v = v[v >= 0]
+    up = np.nextafter(v.astype(np.float16), np.float16(np.inf)).astype(np.float64)
+    mids = np.concatenate([(v + up) / 2, v])  # every midpoint and value is a binary32 number
+    pts = mids.astype(np.float32).view(np.uint32)
+    pts = np.concatenate(
+        [pts, pts + 1, pts - 1, [0x477FEFFF, 0x477FF000, 0x7F800000, 0x7FC00000, 0x7F800001, 1, 0x7FFFFF]]
+    )
+    pts = np.concatenate([pts, pts | 0x80000000]).astype(np.uint32)
+    return pts
+
+
+def test_f32_round_fp16_is_the_round_trip():
+    """The one-step rounding the A-packing loops use equals numpy.float16's round trip on every
+    tie and its neighbours, and the two-step rule of f32_to_fp16 / fp16_to_f32 everywhere."""
+    bits = np.concatenate([_fp16_neighbourhoods(), _f32_sample().view(np.uint32)])
+    x = bits.view(np.float32)
+    got = f32_round_fp16(bits)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = x.astype(np.float16).astype(np.float32)
+    nan = np.isnan(x)
+    assert_bits(got[~nan].view(np.float32), want[~nan], "binary32 -> nearest binary16")
+    assert np.array_equal(got[nan], (bits[nan] & 0x80000000) | 0x7FC00000)  # the quiet NaN of its sign
+    assert np.array_equal(got, fp16_to_f32(f32_to_fp16(bits)))
+    f = got.view(np.float32)
+    assert f[bits == 0x33000001][0] == 2.0**-24 and f[bits == 0x33000000][0] == 0  # 2^-25 ties to 0

@@ -1,7 +1,8 @@
 """Compiled element conversions, and A laid out as tile panels in one pass.
 
-Every conversion works on bit patterns with integer instructions, so the caller's MXCSR (DAZ in
-particular) cannot change a value on the way (docs/semantics.md, section 1: FP16 denormal inputs are kept). Each
+Every conversion works on bit patterns, with integer instructions or with floating-point operations
+whose operands and results are binary32 normals, so the caller's MXCSR (DAZ in particular) cannot
+change a value on the way (docs/semantics.md, section 1: FP16 denormal inputs are kept). Each
 rule is written once, in ``tilegemm.kernels.rounding`` (the kernels pack A with the same functions),
 and made a NumPy ufunc here:
 
@@ -10,6 +11,8 @@ and made a NumPy ufunc here:
 - ``bf16_to_f32_daz``: BF16 -> binary32, exact, with a denormal read as a zero of its sign (DAZ).
 - ``bf16_to_f32``: BF16 -> binary32, exact, denormals kept (the paths that widen BF16 themselves).
 - ``fp16_to_f32``: binary16 -> binary32, exact, denormals kept (they are normal in binary32).
+- ``f32_round_fp16``: binary32 -> binary32 rounded to the nearest binary16 value, the two above in
+  one step (what packing float32 A for FP16 needs).
 - ``f32_to_e5m2`` / ``f32_to_e4m3fn``: binary32 -> the 8-bit floats, round to nearest even, as
   ``ml_dtypes.float8_e5m2`` / ``float8_e4m3fn`` do (overflow: infinity / NaN).
 
@@ -35,6 +38,7 @@ __all__ = [
     "bf16_to_f32_daz",
     "bf16_to_f32",
     "fp16_to_f32",
+    "f32_round_fp16",
     "pack_a_float",
     "pack_a_int",
     "pack_b",
@@ -67,6 +71,12 @@ def f32_to_bf16(bits):
 def f32_to_fp16(bits):
     """binary32 bits -> binary16 bits, RNE, overflow to infinity, denormals rounded in place."""
     return rounding.f32_to_fp16(bits)
+
+
+@lazy_vectorize(["uint32(uint32)"])
+def f32_round_fp16(bits):
+    """binary32 bits -> binary32 bits of the nearest binary16 value (RNE, overflow to infinity)."""
+    return rounding.f32_round_fp16(bits)
 
 
 @lazy_vectorize(["uint32(uint16)"])
@@ -124,7 +134,7 @@ def pack_a_float(src, mode, dst):
                     out[kin] = rounding.bf16_to_f32_daz(np.uint16(seg[kin]))
             elif mode == MODE_F32_TO_FP16:
                 for kin in range(seg.size):
-                    out[kin] = rounding.fp16_to_f32(rounding.f32_to_fp16(np.uint32(seg[kin])))
+                    out[kin] = rounding.f32_round_fp16(np.uint32(seg[kin]))
             elif mode == MODE_BF16_KEEP:
                 for kin in range(seg.size):
                     out[kin] = np.uint32(np.uint16(seg[kin])) << 16

@@ -56,7 +56,7 @@ from numba.extending import intrinsic
 from .exact import _MIN_NORMAL, add32, round_ftz, round_scaled, two_sum
 from .rounding import bits_f32, f32_bits
 from .targets import shape
-from .vector import _F32, _TILE, _const, _data, _ptr, _splat, ir_loop
+from .vector import _F32, _I32, _TILE, _const, _data, _ptr, _splat, ir_loop
 
 __all__ = [
     "ACE_MX_EXACT",
@@ -329,17 +329,24 @@ def mx_tile_rows(mr: int, width: int = 8):
     vf = ir.VectorType(_F32, width)
     parts = _TILE // width
 
+    # C as float32 vectors of 2 * width lanes (a whole register: two rounded binary64 vectors
+    # joined), half as many as binary64 vectors per row.
+    vc = ir.VectorType(_F32, 2 * width)
+    halves = parts // 2
+    join = ir.Constant(ir.VectorType(_I32, 2 * width), list(range(2 * width)))
+
     def emit(builder, ap, bp, cp, rows, b_off, crow, nsteps):
         fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vd, [vd] * 3), f"llvm.fma.v{width}f64")
         arow = [rows(r) for r in range(mr)]
         cptr = [
-            [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vf) for v in range(parts)] for r in range(mr)
+            [_ptr(builder, cp, builder.add(crow(r), _const(2 * width * h)), vc) for h in range(halves)]
+            for r in range(mr)
         ]
         # C + 0 turns a C of -0 into +0 and changes nothing else. The instruction adds s = +0 for
         # a zero sum, but the sum here can be -0 (all four products -0); that differs only when C
         # is -0, which after this is never so: every later C is +0 + s or nonzero (no flush).
-        zero_f = ir.Constant(vf, [0.0] * width)
-        init = [builder.fadd(builder.load(cptr[r][v], align=4), zero_f) for r in range(mr) for v in range(parts)]
+        zero_f = ir.Constant(vc, [0.0] * (2 * width))
+        init = [builder.fadd(builder.load(cptr[r][h], align=4), zero_f) for r in range(mr) for h in range(halves)]
 
         def step(t, flat):
             k0 = builder.mul(t, _const(4))
@@ -368,18 +375,21 @@ def mx_tile_rows(mr: int, width: int = 8):
                     )
                     for e in range(4)
                 ]
+                sums = []
                 for v in range(parts):
                     acc = builder.fmul(a[0], bv[0][v])  # exact, as every product
                     for e in range(1, 4):
                         acc = builder.call(fma, [a[e], bv[e][v], acc])
-                    s = builder.fptrunc(acc, vf)  # the step's one rounding
-                    out.append(builder.fadd(flat[r * parts + v], s))
+                    sums.append(builder.fptrunc(acc, vf))  # the step's one rounding
+                for h in range(halves):
+                    s = builder.shuffle_vector(sums[2 * h], sums[2 * h + 1], join)
+                    out.append(builder.fadd(flat[r * halves + h], s))
             return out
 
         final = ir_loop(builder, nsteps, step, init)
         for r in range(mr):
-            for v in range(parts):
-                builder.store(final[r * parts + v], cptr[r][v], align=4)
+            for h in range(halves):
+                builder.store(final[r * halves + h], cptr[r][h], align=4)
 
     return _steps_intrinsic(emit)
 

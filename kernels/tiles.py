@@ -229,8 +229,10 @@ def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scra
 def tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
     """K steps ``kb0 .. kb1 - 1`` of one C tile: ``tile_multiply`` step after step, A panels
     ``16 * lda`` and B blocks ``b_step`` elements apart from those of step ``kb0`` at ``a_off`` and
-    ``b_off``. The other CPUs' paths (isa.py) run all the steps in one call with C in registers:
-    each C element there is one chain in K order, which the steps continue."""
+    ``b_off``. A panels are dense (16 rows of one K step), so ``lda`` is also the number of K
+    elements per step, which the tail rule of the last step counts with. The other CPUs' paths
+    (isa.py) run all the steps in one call with C in registers: each C element there is one chain
+    in K order, which the steps continue."""
     raise NotImplementedError("only callable from compiled code")
 
 

@@ -88,3 +88,14 @@ def test_info_lists_the_records(capsys):
     for isa in instructions.ISAS:
         assert f"\n  {isa} " in out
     assert "target class" in out
+
+
+def test_bench_body_times_the_binary64_bodies():
+    """``bench --body`` also times the bodies that sum 8-bit-float products exactly in binary64
+    (AMX-FP8 and ACE MX), each against the binary64 FMA peak it is given."""
+    from tilegemm import perf
+
+    rates = perf._binary64_bodies(steps=1, peak=10.0, reps=1)
+    assert [r.family for r in rates] == ["fp8", "ace_mx"]
+    assert all(r.rate > 0 and r.peak == 10.0 and "double" in r.body for r in rates)
+    assert "of the peak 10.0" in rates[0].line()

@@ -179,7 +179,8 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
     """Every fast body of this host's table row alone, ``steps`` K steps per call over operands
     that stay in L1, against the peak (vector FMA instructions per cycle x lanes x 2 x clock;
     INT8: one dot product instruction per FMA unit per cycle, 4 multiply-adds per lane for
-    VPDPBUSD, 2 for VPMADDWD)."""
+    VPDPBUSD, 2 for VPMADDWD; the binary64 bodies of AMX-FP8 and ACE MX: half the float32
+    lanes)."""
     from numba import njit
 
     from .kernels import blocked
@@ -233,6 +234,51 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
         r = BodyRate(name, f"{body} {kind}", rate, ipeak if kind == "int" else fpeak)
         report(r.line())
         out.append(r)
+    for r in _binary64_bodies(steps, fpeak / 2 if fpeak else None):
+        report(r.line())
+        out.append(r)
+    return out
+
+
+def _binary64_bodies(steps: int, peak: float | None, reps: int = 2000) -> list[BodyRate]:
+    """The bodies that sum 8-bit-float products exactly in binary64 (AMX-FP8: one K step of 64
+    products per call; ACE MX: ``4 * steps`` outer products of 4 products, rounded into C after
+    each), alone over one 16-row tile in L1, against the binary64 FMA peak."""
+    from numba import njit
+
+    from .kernels import ace, fp8, targets
+
+    f8, mx = targets.shape("fp8quads"), targets.shape("ace_mx")
+    f8_body, mx_body = fp8.fp8_tile_rows(f8.rows, f8.width), ace.mx_tile_rows(mx.rows, mx.width)
+    mx_steps = 4 * steps
+    f8_rows, mx_rows = f8.rows, mx.rows
+
+    @njit
+    def fp8_loop(A, B, C, reps):
+        for _ in range(reps):
+            for m in range(0, 16, f8_rows):
+                f8_body(A, m * 64, 64, B, 0, C, m * 16, 16)
+
+    @njit
+    def mx_loop(A, B, C, reps):
+        for _ in range(reps):
+            for m in range(0, 16, mx_rows):
+                mx_body(A, m * 4 * mx_steps, 4 * mx_steps, B, 0, C, m * 16, 16, mx_steps)
+
+    rng = np.random.default_rng(0)
+    out = []
+    for name, shp, loop, k in (("fp8", f8, fp8_loop, 64), ("ace_mx", mx, mx_loop, 4 * mx_steps)):
+        A = rng.integers(-8, 8, 16 * k).astype(np.float64)  # small integers: every sum exact
+        B = rng.integers(-8, 8, k * 16).astype(np.float64)
+        C = np.zeros(256, np.float32)
+        loop(A, B, C, 1)
+        best = float("inf")
+        for _ in range(7):
+            t0 = time.perf_counter()
+            loop(A, B, C, reps)
+            best = min(best, time.perf_counter() - t0)
+        rate = 2 * 16 * 16 * k * reps / best / 1e9
+        out.append(BodyRate(name, f"{shp.rows}x16 double", rate, peak))
     return out
 
 

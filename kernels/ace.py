@@ -56,7 +56,7 @@ from numba.extending import intrinsic
 from .exact import _MIN_NORMAL, add32, round_ftz, round_scaled, two_sum
 from .rounding import bits_f32, f32_bits
 from .targets import shape
-from .vector import _F32, _I32, _TILE, _const, _data, _ptr, _splat, ir_loop
+from .vector import _F32, _I32, _TILE, _const, _data, _ptr, _splat, ir_loop, outlined
 
 __all__ = [
     "ACE_MX_EXACT",
@@ -292,10 +292,11 @@ def ace_bf16_exact(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scrat
 # -- the fast bodies, as explicit LLVM vector IR --------------------------------------------------
 
 
-def _steps_intrinsic(emit):
+def _steps_intrinsic(emit, name: str | None = None):
     """An intrinsic ``(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps) -> None`` whose IR ``emit``
     writes: ``emit(builder, ap, bp, cp, rows, b_off, crow, nsteps)`` (as ``vector._body_intrinsic``,
-    with the number of outer-product steps as an IR value)."""
+    with the number of outer-product steps as an IR value). With a ``name``, the body is a
+    function of its own (:func:`vector.outlined`); else it is written inline."""
 
     @intrinsic
     def body(typingctx, A, a_off, lda, B, b_off, C, c_off, ldc, nsteps):
@@ -303,16 +304,21 @@ def _steps_intrinsic(emit):
 
         def codegen(context, builder, signature, args):
             ptrs = [_data(context, builder, signature.args[i], args[i]) for i in (0, 3, 5)]
-            a_off_, lda_, b_off_, c_off_, ldc_ = args[1], args[2], args[4], args[6], args[7]
-            steps = context.cast(builder, args[8], signature.args[8], types.int64)
+            ints = [context.cast(builder, args[i], signature.args[i], types.int64) for i in (1, 2, 4, 6, 7, 8)]
 
-            def rows(r):
-                return builder.add(a_off_, builder.mul(lda_, _const(r)))
+            def inner(fb, ap, bp, cp, a_off_, lda_, b_off_, c_off_, ldc_, steps):
+                def rows(r):
+                    return fb.add(a_off_, fb.mul(lda_, _const(r)))
 
-            def crow(r):
-                return builder.add(c_off_, builder.mul(ldc_, _const(r)))
+                def crow(r):
+                    return fb.add(c_off_, fb.mul(ldc_, _const(r)))
 
-            emit(builder, *ptrs, rows, b_off_, crow, steps)
+                emit(fb, ap, bp, cp, rows, b_off_, crow, steps)
+
+            if name is None:
+                inner(builder, *ptrs, *ints)
+            else:
+                outlined(builder, name, ptrs + ints, inner)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -391,7 +397,10 @@ def mx_tile_rows(mr: int, width: int = 8):
             for h in range(halves):
                 builder.store(final[r * halves + h], cptr[r][h], align=4)
 
-    return _steps_intrinsic(emit)
+    # Outlined: inlined into the superblock loop, the AVX2 body's inner loop spilled 12 vector
+    # registers where alone it spills 4; outlined, n = 1024 ran about 10% faster on Zen 3 (the
+    # BF16 body measured slower outlined and stays inline).
+    return _steps_intrinsic(emit, f"tilegemm.ace_mx.{mr}x{width}")
 
 
 def bf16_tile_rows(mr: int, width: int = 16):

@@ -302,9 +302,10 @@ for _cls, _cf, _f8 in (
     SHAPES[_cls].update(cfp16=_cf, fp8quads=_f8)
 # ACE (ace_mx, ace_bf16): C stays in registers across the outer-product steps of a block. MX: per
 # row 16 float32 C values (one zmm, or two ymm: each joins two rounded binary64 vectors) and two
-# (four) binary64 sums per step, 8 (16) B vectors per step; the inner loop of the 2-row AVX2
-# body keeps 12 spills (40 when C was four half-width vectors per row; 2 x 16 measured fastest
-# of 1, 2 and 4 rows on Zen 3). BF16: one C vector per row and two B vectors per step (16 zmm:
+# (four) binary64 sums per step, 8 (16) B vectors per step; the 2-row AVX2 body, a function of
+# its own (kernels/ace.py), spills 4 vector registers in its inner loop for znver3 and 6 for
+# haswell (40 inlined with C as four half-width vectors per row; 2 x 16 measured fastest of 1, 2
+# and 4 rows on Zen 3). BF16: one C vector per row and two B vectors per step (16 zmm:
 # 8 rows; 16 ymm: 2 rows of two vectors).
 for _cls, _mx, _bf in (
     ("avx512_vnni", Shape(8, 16, 8), Shape(8, 16, 16)),

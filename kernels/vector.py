@@ -49,6 +49,23 @@ def _splat(builder, scalar, vtype):
     return builder.shuffle_vector(v, undef, mask)
 
 
+def outlined(builder, name: str, args: list, emit) -> None:
+    """Call ``emit(fbuilder, *params)`` as the body of a separate ``noinline`` function of the
+    caller's module (created once per module under ``name``, which must name what ``emit``
+    writes): LLVM then allocates the body's registers on its own, where inlined into a large
+    driver its inner loop can inherit the driver's live values and spill."""
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, ir.FunctionType(ir.VoidType(), [a.type for a in args]), name=name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("nounwind")
+        fb = ir.IRBuilder(fn.append_basic_block("entry"))
+        emit(fb, *fn.args)
+        fb.ret_void()
+    builder.call(fn, args)
+
+
 def _fma_fn(builder, vt):
     fnty = ir.FunctionType(vt, [vt, vt, vt])
     return cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.v{vt.count}f32")

@@ -15,7 +15,7 @@
   makes each save, and each load, one step.
 - :func:`lazy_vectorize`: a ``numba.vectorize`` ufunc built on its first call rather than at
   import. Numba caches a ufunc's element function but compiles its array loop afresh in every
-  process, about 0.1 s each; building the sixteen of them eagerly was most of ``import tilegemm``.
+  process, about 0.1 s each; building the seventeen of them eagerly was most of ``import tilegemm``.
 
 All but the last reach into Numba's caching internals (``numba.core.caching``); ``tests/kernels/test_cache.py``
 checks them against the installed Numba.
@@ -148,7 +148,8 @@ def stamp_with_dependencies(dispatcher, modules) -> None:
     extends the stamp (a private attribute of Numba's cache, checked by a test on the installed
     Numba version; where it is absent, nothing happens).
     """
-    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    cache = getattr(dispatcher, "_cache", None) or getattr(dispatcher, "cache", None)  # njit; a ufunc's
+    cache_file = getattr(cache, "_cache_file", None)
     if cache_file is not None and hasattr(cache_file, "_source_stamp"):
         paths = [m.__file__ for m in modules]
         cache_file._source_stamp = dependency_stamp(cache_file._source_stamp, paths)
@@ -161,9 +162,10 @@ class LazyUfunc:
     Not callable from ``@njit`` code: kernels call the scalar functions the ufunc wraps.
     """
 
-    def __init__(self, signatures: list[str], func: Callable[..., Any]) -> None:
+    def __init__(self, signatures: list[str], func: Callable[..., Any], depends: tuple = ()) -> None:
         self._signatures = signatures
         self._func = func
+        self._depends = depends
         self._ufunc: Any = None
         self._lock = threading.Lock()
         functools.update_wrapper(self, func)
@@ -176,7 +178,9 @@ class LazyUfunc:
                 if self._ufunc is None:
                     from numba import vectorize
 
-                    self._ufunc = vectorize(self._signatures, cache=True)(self._func)
+                    ufunc = vectorize(self._signatures, cache=True)(self._func)
+                    stamp_with_dependencies(getattr(ufunc, "_dispatcher", None), self._depends)
+                    self._ufunc = ufunc
         return self._ufunc
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -195,10 +199,11 @@ class LazyUfunc:
         return f"<tilegemm ufunc {self.__name__} {self._signatures} ({state})>"
 
 
-def lazy_vectorize(signatures: list[str]) -> Callable[[Callable[..., Any]], LazyUfunc]:
-    """Decorator: ``numba.vectorize(signatures, cache=True)``, built on first use (:class:`LazyUfunc`)."""
+def lazy_vectorize(signatures: list[str], depends: tuple = ()) -> Callable[[Callable[..., Any]], LazyUfunc]:
+    """Decorator: ``numba.vectorize(signatures, cache=True)``, built on first use (:class:`LazyUfunc`);
+    its cache is stamped with the modules in ``depends`` (:func:`stamp_with_dependencies`)."""
 
     def wrap(func: Callable[..., Any]) -> LazyUfunc:
-        return LazyUfunc(signatures, func)
+        return LazyUfunc(signatures, func, depends)
 
     return wrap

@@ -329,8 +329,9 @@ def _steps_intrinsic(emit, name: str | None = None):
 def mx_tile_rows(mr: int, width: int = 8):
     """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps)``: ``nsteps`` MX outer
     products for ``mr`` rows x 16 columns of C, under the fast-path proof (module docstring).
-    ``width``: doubles per vector (8: zmm, 4: ymm), a divisor of 16. C stays in registers across
-    the steps (float32 vectors of ``width`` lanes)."""
+    ``width``: doubles per vector (8: zmm, 4: ymm). C stays in registers across the steps
+    (float32 vectors of ``2 * width`` lanes, each two rounded sums joined)."""
+    assert width in (4, 8), width
     vd = ir.VectorType(_F64, width)
     vf = ir.VectorType(_F32, width)
     parts = _TILE // width

@@ -102,8 +102,10 @@ def f32_round_fp16(bits):
     # into the exponent is the right result (up to 2^16, which becomes infinity below)
     normal = (ax + np.uint32(0x0FFF) + ((ax >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
     # below 2^-14 the binary16 grid is 2^-24, the spacing of binary32 in [0.5, 1): adding 0.5
-    # rounds |x| to it (ties to even); q counts units of 2^-24, 0 to 1024
-    q = f32_bits(bits_f32(ax) + np.float32(0.5)) - np.uint32(0x3F000000)
+    # rounds |x| to it (ties to even); q counts units of 2^-24, 0 to 1024. Clearing bit 30 keeps
+    # every |x| below 2^-14 and makes every other input finite (below 2), so that no NaN meets
+    # the addition and raises a flag (a select would not do: LLVM may add before selecting).
+    q = f32_bits(bits_f32(ax & np.uint32(0x3FFFFFFF)) + np.float32(0.5)) - np.uint32(0x3F000000)
     small = f32_bits(np.float32(np.int32(q)) * _TWO_M24)
     out = normal if ax >= np.uint32(0x38800000) else small
     out = np.uint32(0x7F800000) if ax >= np.uint32(0x477FF000) else out  # 65520 and up: infinity

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels import rounding
-from .kernels._cache import lazy_vectorize
+from .kernels._cache import lazy_vectorize, stamp_with_dependencies
 
 __all__ = [
     "f32_to_bf16",
@@ -56,42 +56,45 @@ __all__ = [
     "MODE_F32_TO_BF16_KEEP",
 ]
 
+# The kernel module whose functions this one inlines: a change to it recompiles the cached code.
+_DEPENDS = (rounding,)
+
 MODE_F32_TO_BF16, MODE_BF16, MODE_FP16, MODE_F32_TO_FP16 = 0, 1, 2, 3
 # BF16 with denormals kept (no DAZ), for the paths that widen BF16 to binary32 by a shift.
 MODE_BF16_KEEP, MODE_F32_TO_BF16_KEEP = 4, 5
 
 
-@lazy_vectorize(["uint16(uint32)"])
+@lazy_vectorize(["uint16(uint32)"], _DEPENDS)
 def f32_to_bf16(bits):
     """binary32 bits -> BF16 bits, RNE; NaN stays a (quiet) NaN of the same sign."""
     return rounding.f32_to_bf16(bits)
 
 
-@lazy_vectorize(["uint16(uint32)"])
+@lazy_vectorize(["uint16(uint32)"], _DEPENDS)
 def f32_to_fp16(bits):
     """binary32 bits -> binary16 bits, RNE, overflow to infinity, denormals rounded in place."""
     return rounding.f32_to_fp16(bits)
 
 
-@lazy_vectorize(["uint32(uint32)"])
+@lazy_vectorize(["uint32(uint32)"], _DEPENDS)
 def f32_round_fp16(bits):
     """binary32 bits -> binary32 bits of the nearest binary16 value (RNE, overflow to infinity)."""
     return rounding.f32_round_fp16(bits)
 
 
-@lazy_vectorize(["uint32(uint16)"])
+@lazy_vectorize(["uint32(uint16)"], _DEPENDS)
 def bf16_to_f32_daz(h):
     """BF16 bits -> binary32 bits, exact; a BF16 denormal becomes a zero of its sign."""
     return rounding.bf16_to_f32_daz(h)
 
 
-@lazy_vectorize(["uint32(uint16)"])
+@lazy_vectorize(["uint32(uint16)"], _DEPENDS)
 def bf16_to_f32(h):
     """BF16 bits -> binary32 bits, exact, denormals kept (a left shift by 16)."""
     return np.uint32(h) << 16
 
 
-@lazy_vectorize(["uint32(uint16)"])
+@lazy_vectorize(["uint32(uint16)"], _DEPENDS)
 def fp16_to_f32(h):
     """binary16 bits -> binary32 bits, exact, denormals kept."""
     return rounding.fp16_to_f32(h)
@@ -233,13 +236,13 @@ def _f32_to_fp8(bits, mbits, bias, ieee):
     return np.uint8(sign | min(q, top))
 
 
-@lazy_vectorize(["uint8(uint32)"])
+@lazy_vectorize(["uint8(uint32)"], _DEPENDS)
 def f32_to_e5m2(bits):
     """binary32 bits -> E5M2 code, RNE, overflow to infinity (as ml_dtypes.float8_e5m2)."""
     return _f32_to_fp8(bits, 2, 15, True)
 
 
-@lazy_vectorize(["uint8(uint32)"])
+@lazy_vectorize(["uint8(uint32)"], _DEPENDS)
 def f32_to_e4m3fn(bits):
     """binary32 bits -> E4M3 "fn" code, RNE, overflow to NaN (as ml_dtypes.float8_e4m3fn)."""
     return _f32_to_fp8(bits, 3, 7, False)
@@ -291,3 +294,7 @@ def column_sums(blocks, out):
                     for j in range(4):
                         total += np.int64(blocks[b, kb, nb, q, n, j])
             out[b, nb * 16 + n] = np.int32(total)  # the low 32 bits: the sum modulo 2^32
+
+
+for _fn in (pack_a_float, pack_b, pack_a_int, exponent_bounds, block_exponents, column_sums):
+    stamp_with_dependencies(_fn, _DEPENDS)

@@ -20,6 +20,7 @@ from numba import njit, prange
 
 from .formats import NumberFormat
 from .kernels import exact
+from .kernels._cache import stamp_with_dependencies
 
 __all__ = ["decode_table", "exponent_table", "pack_a"]
 
@@ -97,3 +98,7 @@ def pack_a(src: np.ndarray, fmt: NumberFormat, dst: np.ndarray) -> tuple[int, in
     there are none)."""
     lo, hi = _pack_a(src, decode_table(fmt), exponent_table(fmt), dst)
     return None if lo > hi else (int(lo), int(hi))
+
+
+for _fn in (_table, _pack_a):
+    stamp_with_dependencies(_fn, (exact,))  # a change to the inlined fp8_fix recompiles them

@@ -242,15 +242,16 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
 
 def _binary64_bodies(steps: int, peak: float | None, reps: int = 2000) -> list[BodyRate]:
     """The bodies that sum 8-bit-float products exactly in binary64 (AMX-FP8: one K step of 64
-    products per call; ACE MX: ``4 * steps`` outer products of 4 products, rounded into C after
-    each), alone over one 16-row tile in L1, against the binary64 FMA peak."""
+    products per call; ACE MX: ``4 * steps`` outer products of 4 products, at most a block's 16,
+    rounded into C after each), alone over one 16-row tile in L1, against the binary64 FMA
+    peak."""
     from numba import njit
 
     from .kernels import ace, fp8, targets
 
     f8, mx = targets.shape("fp8quads"), targets.shape("ace_mx")
     f8_body, mx_body = fp8.fp8_tile_rows(f8.rows, f8.width), ace.mx_tile_rows(mx.rows, mx.width)
-    mx_steps = 4 * steps
+    mx_steps = min(4 * steps, 16)  # a block of ACE MX has at most 16 outer products
     f8_rows, mx_rows = f8.rows, mx.rows
 
     @njit

@@ -24,6 +24,23 @@ def test_gemm_cache_stamp_covers_its_dependencies(tmp_path):
     assert _cache.dependency_stamp(own, copies) != before
 
 
+def test_packing_and_ufunc_stamps_cover_the_kernel_modules_they_inline():
+    """The conversions' cached loops and ufuncs inline ``kernels.rounding`` (and the FP8 packing
+    ``kernels.exact``): an edit there must recompile them, as one to ``tiles.py`` does the tile
+    loop. A ufunc's cache hangs off its dispatcher's ``cache``, an njit function's off ``_cache``."""
+    from tilegemm import convert, float8
+    from tilegemm.kernels import exact, rounding
+
+    for disp, deps in (
+        (convert.pack_a_float, [rounding]),
+        (convert.f32_round_fp16.ufunc._dispatcher, [rounding]),
+        (float8._pack_a, [exact]),
+    ):
+        cache = getattr(disp, "_cache", None) or disp.cache
+        own = cache._impl.locator.get_source_stamp()
+        assert cache._cache_file._source_stamp == _cache.dependency_stamp(own, [m.__file__ for m in deps]), disp
+
+
 def _run_cold(tmp_path, **env_extra):
     import os
     import subprocess
@@ -90,7 +107,7 @@ def test_import_builds_no_ufunc():
         "from tilegemm.kernels._cache import LazyUfunc\n"
         "mods = (tilegemm.convert, ace, binary32, isa, k)\n"
         "lazy = list({id(o): o for m in mods for o in vars(m).values() if isinstance(o, LazyUfunc)}.values())\n"
-        "assert len(lazy) == 16, len(lazy)\n"
+        "assert len(lazy) == 17, len(lazy)\n"
         "built = [u.__name__ for u in lazy if u._ufunc is not None]\n"
         "assert not built, built\n"
         "from tilegemm import convert\n"

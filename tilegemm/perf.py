@@ -175,6 +175,18 @@ class BodyRate:
         return f"{self.family:10} {self.body:12} {self.rate:7.1f} G(FL)OP/s{share}"
 
 
+def _best_time(loop: Callable, args: tuple, reps: int, repeats: int = 7) -> float:
+    """The shortest of ``repeats`` timings of ``loop(*args, reps)``, after one call that compiles
+    it and warms the caches."""
+    loop(*args, 1)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        loop(*args, reps)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[BodyRate]:
     """Every fast body of this host's table row alone, ``steps`` K steps per call over operands
     that stay in L1, against the peak (vector FMA instructions per cycle x lanes x 2 x clock;
@@ -222,13 +234,8 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
                 for _ in range(reps):
                     fn(A, 0, 32 * steps, B, 0, steps * 256, 256, C, 0, cols, steps, 16)
 
-        loop(A, B, C, 1)
         reps = 2000
-        best = float("inf")
-        for _ in range(7):
-            t0 = time.perf_counter()
-            loop(A, B, C, reps)
-            best = min(best, time.perf_counter() - t0)
+        best = _best_time(loop, (A, B, C), reps)
         per_call = 2 * rows * cols * steps * (64 if kind == "int" else 32)
         rate = per_call * reps / best / 1e9
         r = BodyRate(name, f"{body} {kind}", rate, ipeak if kind == "int" else fpeak)
@@ -272,12 +279,7 @@ def _binary64_bodies(steps: int, peak: float | None, reps: int = 2000) -> list[B
         A = rng.integers(-8, 8, 16 * k).astype(np.float64)  # small integers: every sum exact
         B = rng.integers(-8, 8, k * 16).astype(np.float64)
         C = np.zeros(256, np.float32)
-        loop(A, B, C, 1)
-        best = float("inf")
-        for _ in range(7):
-            t0 = time.perf_counter()
-            loop(A, B, C, reps)
-            best = min(best, time.perf_counter() - t0)
+        best = _best_time(loop, (A, B, C), reps)
         rate = 2 * 16 * 16 * k * reps / best / 1e9
         out.append(BodyRate(name, f"{shp.rows}x16 double", rate, peak))
     return out

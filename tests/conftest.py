@@ -48,9 +48,13 @@ def instr(dtype, isa=instructions.DEFAULT_ISA):
 
 def operands(dtype, a_shape, b_shape, rng, isa=instructions.DEFAULT_ISA):
     """Random inputs a caller would pass for ``dtype``: float64 (the conversion rounds once from
-    it), or in-range integers as int64."""
+    it), or in-range integers as int64; 8-bit floats for ACE's MX outer products, which refuse
+    anything else."""
     i = instr(dtype, isa)
-    return i.a.sample(a_shape, rng, wide=True), i.b.sample(b_shape, rng, wide=True)
+    a, b = i.a.sample(a_shape, rng, wide=True), i.b.sample(b_shape, rng, wide=True)
+    if i.scale_block and i.a.minifloat is not None:
+        return i.a.to_element(a, "a", dtype), i.b.to_element(b, "b", dtype)
+    return a, b
 
 
 def assert_bits(got, want, context=""):

@@ -17,6 +17,7 @@ from oracle import _round24
 
 import tilegemm
 from tilegemm import instructions, plan, reference
+from tilegemm.amx import ace_seed
 from tilegemm.reference import ace as ref
 
 I = instructions.INSTRUCTIONS
@@ -469,6 +470,41 @@ def test_fma32_ieee_against_rationals():
 
 
 # -- scales and inputs: validation ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp8_e4m3_e5m2", "mxfp8_e5m2_e4m3"])
+def test_mx_fp8_operands_are_codes_never_quantized(dtype):
+    """ACE reads every FP8 code as a number, so a float quantized on the way in could turn a NaN,
+    an infinity or an overflow into a finite value (NaN -> 480 under E4M3): floats, and 8-bit
+    floats of the other format, are refused everywhere an operand comes in; uint8 codes and the
+    side's own ml_dtypes type are taken."""
+    parts = dtype.split("_")[1:]  # A's format, then B's if it differs
+    fa, fb = (ml_dtypes.float8_e4m3fn if f == "e4m3" else ml_dtypes.float8_e5m2 for f in (parts[0], parts[-1]))
+    other = {ml_dtypes.float8_e4m3fn: ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2: ml_dtypes.float8_e4m3fn}
+    a, b = np.full((2, 3), 0x38, np.uint8), np.full((3, 2), 0x38, np.uint8)
+    want = tilegemm.matmul(a, b, dtype, isa="ace")
+    assert_bits(tilegemm.matmul(a.view(fa), b.view(fb), dtype, isa="ace"), want, "own 8-bit float types")
+    for bad_a, bad_b, side, kind in [
+        (np.full((2, 3), np.nan), b, "a", "float64"),
+        (a, np.ones((3, 2), np.float32), "b", "float32"),
+        (a.view(other[fa]), b, "a", np.dtype(other[fa]).name),
+    ]:
+        msg = rf"operand {side} has dtype {kind}; dtype '{dtype}' takes {side} as ml_dtypes.float8_e\dm\d\w*"
+        msg += " or uint8 codes"
+        calls = [
+            lambda: tilegemm.matmul(bad_a, bad_b, dtype, isa="ace"),
+            lambda: reference.matmul(bad_a, bad_b, dtype, isa="ace"),
+            lambda: ace_seed.gemm_blocked(bad_a, bad_b, dtype),
+        ]
+        if side == "b":
+            calls.append(lambda: tilegemm.pack(bad_b, dtype, "ace"))
+        for call in calls:
+            with pytest.raises(TypeError, match=msg):
+                call()
+    out = np.full((2, 2), 7, np.float32)
+    with pytest.raises(TypeError):
+        tilegemm.matmul(a, np.ones((3, 2)), dtype, isa="ace", out=out, accumulate=True)
+    assert (out == 7).all()  # nothing written
 
 
 def test_scales_validation():

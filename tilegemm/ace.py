@@ -87,6 +87,25 @@ def scale_codes(x, shape: tuple[int, ...], operand: str, dtype_name: str) -> np.
     return codes
 
 
+def check_operand(instr: Instruction, x, operand: str, dtype_name: str) -> None:
+    """``TypeError`` unless an MX FP8 operand is already 8-bit floats of its side's format
+    (``ml_dtypes``) or uint8 codes. These instructions read every code as a number (E4M3 ``0x7F``
+    is 480), so a float rounded to a NaN or infinity code would silently become a finite value;
+    like the scales, operands are not quantized implicitly. Other dtypes are left to their
+    format's own checks."""
+    fmt = instr.a if operand == "a" else instr.b
+    if not instr.scale_block or fmt.minifloat is None:
+        return
+    x = np.asarray(x)
+    if x.dtype == np.uint8 or x.dtype == fmt.element:
+        return
+    raise TypeError(
+        f"operand {operand} has dtype {x.dtype}; dtype {dtype_name!r} takes {operand} as "
+        f"ml_dtypes.{fmt.code} or uint8 codes (no implicit quantization: it reads every code as a "
+        f"number, so a NaN, an infinity or an overflow would turn finite); quantize it first"
+    )
+
+
 def check_scales(
     instr: Instruction, dtype_name: str, scales, a_shape, b_shape, packed_scales=None, packed: bool = False
 ) -> tuple[np.ndarray | None, np.ndarray | None]:

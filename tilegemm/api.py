@@ -238,6 +238,9 @@ def matmul(
     b_arr = None if packed is not None else instr.b.asarray(b, "b", name)
     b_shape = packed.shape if packed is not None else b_arr.shape
     a2, b2, batch, M, K, N, result_shape = _matmul_shapes(a.shape, b_shape)
+    ace.check_operand(instr, a, "a", name)
+    if b_arr is not None:
+        ace.check_operand(instr, b_arr, "b", name)
     sa, sb = ace.check_scales(
         instr, name, scales, a.shape, b_shape, None if packed is None else packed.scales, packed is not None
     )

@@ -224,8 +224,13 @@ class Instruction:
         return tuple(sw.values.index(options[sw.name]) for sw in self.switches)
 
     def sample(self, m: int, k: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Random operands a caller would pass (m x k and k x n) in each side's format."""
-        return self.a.sample((m, k), rng), self.b.sample((k, n), rng)
+        """Random operands a caller would pass (m x k and k x n) in each side's format: floats
+        for the formats a call rounds into, 8-bit floats for the MX outer products, which take
+        their operands quantized (``ace.check_operand``)."""
+        a, b = self.a.sample((m, k), rng), self.b.sample((k, n), rng)
+        if self.scale_block and self.a.minifloat is not None:
+            return self.a.to_element(a, "a", self.mnemonic), self.b.to_element(b, "b", self.mnemonic)
+        return a, b
 
 
 @dataclass(frozen=True)

@@ -304,6 +304,7 @@ def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA, scales=None) -> PackedB
     b = instr.b.asarray(b, "b", name)
     if b.ndim < 2:
         raise ValueError(f"pack takes a B of at least 2 dimensions (K, N), got shape {b.shape}")
+    ace.check_operand(instr, b, "b", name)
     sb = None
     if scales is not None:
         sb = ace.check_scales(instr, name, (None, scales), (1, b.shape[-2]), b.shape)[1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+import ml_dtypes
 import numpy as np
 import pytest
 from ace_examples import INT, MX, TOP2, dword_zmm
@@ -232,7 +233,7 @@ def test_ports_match_matmul(port, dtype):
 
 def test_port_scale_placement_changes_no_bit():
     rng = np.random.default_rng(9)
-    a, b = rng.standard_normal((20, 200)), rng.standard_normal((200, 40))
+    a, b = (rng.standard_normal(s).astype(ml_dtypes.float8_e4m3fn) for s in ((20, 200), (200, 40)))
     scales = (rng.integers(0x70, 0x90, (20, 7)).astype(np.uint8), rng.integers(0x70, 0x90, (7, 40)).astype(np.uint8))
     want = tilegemm.matmul(a, b, "mxfp8_e4m3", isa="ace", scales=scales)
     for sw in ({"ace_bsr_a_half": "low"}, {"ace_scale_imm_fields": "A=[5:4],B=[1:0]"}):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ace import check_scales
+from ..ace import check_operand, check_scales
 from ..instructions import resolve
 from ..reference.ace import imm8_for
 from . import intrinsics as amx
@@ -92,6 +92,8 @@ def gemm_blocked(a, b, dtype="mxfp8_e4m3", R=2, C=2, scales=None, **switches):
     if R * C > 8 or R < 1 or C < 1:
         raise ValueError(f"{R}x{C} needs {R * C} accumulator tiles; ACE has 8")
     _, name, instr = resolve(ISA, dtype)
+    check_operand(instr, a, "a", name)
+    check_operand(instr, b, "b", name)
     a_codes = instr.a.to_codes(a, "a", name)
     b_codes = instr.b.to_codes(b, "b", name)
     if a_codes.ndim != 2 or b_codes.ndim != 2 or a_codes.shape[1] != b_codes.shape[0]:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import instructions
-from ..ace import check_scales
+from ..ace import check_operand, check_scales
 from . import isa, trace
 from .amx import tdp_float, tdp_int
 from .avx512 import vdpbf16ps
@@ -81,6 +81,8 @@ def matmul(
         assert library is not None
         return library(a, b, name, c=c, **switches)
     options: dict[str, Any] = instr.options(switches, name)
+    check_operand(instr, a, "a", name)
+    check_operand(instr, b, "b", name)
     A = instr.a.to_codes(a, "a", name)
     B = instr.b.to_codes(b, "b", name)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import assert_bits
 
 import tilegemm
-from tilegemm import benchmark, instructions
+from tilegemm import benchmark, instructions, reference
 from tilegemm.__main__ import main
 from tilegemm.testing import assert_matches, saturation_risk
 
@@ -155,6 +156,38 @@ def test_explain_errors(kwargs, match):
 def test_explain_refuses_a_c_its_profiles_cannot_hold():
     with pytest.raises(ValueError, match=r"c\[0, 0\] = .* is not exactly a float16 value"):
         tilegemm.explain(np.ones((1, 2)), np.ones((2, 1)), "fp16", isa=("fp32_fma", "avx512_fp16"), c=[[1 + 2**-20]])
+
+
+@pytest.mark.parametrize(
+    "dtype,isa,c,err,match",
+    [
+        ("u8s8", "avx2", np.arange(4), ValueError, r"c has shape \(4,\), but the result has shape \(2, 2\)"),
+        ("u8s8", "avx2", np.ones((1, 2)), ValueError, r"c has shape \(1, 2\)"),
+        ("u8s8", "avx2", np.full((2, 2), 3.7), ValueError, r"c\[0, 0\] = 3.7 is not exactly a int32 value"),
+        ("u8s8", "amx", np.full((2, 2), 2**40), ValueError, r"= 1099511627776 is not exactly a int32 value"),
+        ("bf16", "amx", np.full((2, 2), 1 + 1j), ValueError, r"= \(1\+1j\) is not exactly a float32 value"),
+        ("fp16", "avx512_fp16", np.full((2, 2), 1 + 2**-20, np.float32), ValueError, r"not exactly a float16 value"),
+        ("bf16", "amx", np.full((2, 2), "x"), TypeError, r"c has dtype <U1, which holds no numbers"),
+    ],
+)
+def test_a_start_c_is_never_cast_or_reshaped(dtype, isa, c, err, match):
+    """reference.matmul's ``c`` and assert_matches' ``c`` take a C of the result's shape whose
+    values the accumulator holds exactly, as matmul's ``out`` and explain's ``c`` do; they used
+    to reshape a C of the right size and truncate, wrap or drop what the cast lost."""
+    a, b = np.ones((2, 4), np.uint8), np.ones((4, 2), np.int8)
+    if dtype in ("bf16", "fp16"):
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    acc = instructions.resolve(isa, dtype)[2].acc
+    with pytest.raises(err, match=match):
+        reference.matmul(a, b, dtype, isa=isa, c=c)
+    if c.shape == (2, 2):  # a wrong shape is matmul's to refuse, with its own message
+        with pytest.raises(err, match=match):
+            assert_matches(np.zeros((2, 2), acc), a, b, dtype, isa=isa, c=c)
+    ok = np.full((2, 2), 3)  # int64 values that the accumulator holds: taken as they are
+    assert_bits(
+        reference.matmul(a, b, dtype, isa=isa, c=ok), reference.matmul(a, b, dtype, isa=isa, c=ok.astype(acc)), ""
+    )
+    assert_matches(reference.matmul(a, b, dtype, isa=isa, c=ok), a, b, dtype, isa=isa, c=ok)
 
 
 # -- tilegemm.testing ---------------------------------------------------------------------------

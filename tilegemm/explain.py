@@ -32,6 +32,7 @@ import numpy as np
 from . import instructions
 from .api import matmul
 from .compare import BitDiff, bitdiff
+from .formats import exact_start
 
 __all__ = ["explain", "default_dtype", "Explanation", "Verdict", "Reproducer", "CAUSES"]
 
@@ -204,7 +205,7 @@ def explain(a, b, dtype=None, isa=("amx", "avx2"), *, index=None, c=None, reprod
     N = b.shape[1]
     cx = cy = None
     if c is not None:
-        cx, cy = (_start(c, i.acc, (M, N), p) for i, p in ((ix, x), (iy, y)))
+        cx, cy = (exact_start(c, i.acc, "c", (M, N)) for i in (ix, iy))
     rx = _run(a, b, name, x, cx, switches)
     ry = _run(a, b, name, y, cy, switches)
     wx, wy = _common(rx), _common(ry)
@@ -261,23 +262,6 @@ def _pair(isa) -> tuple[str, str]:
     for i in isa:
         instructions.profile(i)  # ValueError listing the valid ones
     return str(isa[0]), str(isa[1])
-
-
-def _start(c, acc, shape, isa) -> np.ndarray:
-    c = np.asarray(c)
-    if c.shape != shape:
-        raise ValueError(f"c has shape {c.shape}, but the result has shape {shape}")
-    with np.errstate(all="ignore"):
-        conv = c.astype(acc)
-        back = conv.astype(c.dtype)
-    same = (back == c) | (np.isnan(back.astype(np.float64)) & np.isnan(c.astype(np.float64)))
-    if not same.all():
-        bad = tuple(int(i) for i in np.argwhere(~same)[0])
-        raise ValueError(
-            f"c[{bad[0]}, {bad[1]}] = {c[bad].item()!r} is not exactly a {acc} value, the accumulator of isa={isa!r}; "
-            f"round c to {acc} first"
-        )
-    return conv
 
 
 def _run(a, b, dtype, isa, c, switches):

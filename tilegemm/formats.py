@@ -17,6 +17,7 @@ This module must not do arithmetic on values beyond the one rounding the contrac
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -38,6 +39,7 @@ __all__ = [
     "MXINT8",
     "daz",
     "bf16_dtype",
+    "exact_start",
 ]
 
 
@@ -228,6 +230,35 @@ class NumberFormat:
         """Codes back to values (float32 for floats, exact; the integers themselves)."""
         codes = np.asarray(codes)
         return codes.view(self.element).astype(np.float32) if self.is_float else codes.view(self.storage)
+
+
+def exact_start(c, acc: np.dtype, what: str = "c", shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """A start C as an ``acc`` array, refusing what the conversion would change: another shape
+    than ``shape`` (no broadcasting or reshaping), or a value ``acc`` does not hold exactly (a
+    fraction for int32, an int32 overflow, a float32 C for a binary16 accumulator with a value
+    that rounds, an imaginary part for a real accumulator). ``ValueError`` names the first such
+    element; NaN stays NaN (payloads are not compared)."""
+    c = np.asarray(c)
+    acc = np.dtype(acc)
+    if shape is not None and c.shape != tuple(shape):
+        raise ValueError(f"{what} has shape {c.shape}, but the result has shape {tuple(shape)}")
+    if c.dtype.kind not in "biufc":
+        raise TypeError(f"{what} has dtype {c.dtype}, which holds no numbers for a {acc} accumulator")
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+        conv = c.astype(acc)
+        back = conv.astype(c.dtype)
+    same = np.ones(c.shape, bool)
+    for part in (np.real, np.imag):
+        x, y = part(back), part(c)
+        same &= (x == y) | (np.isnan(x) & np.isnan(y)) if x.dtype.kind in "fc" else x == y
+    if not same.all():
+        bad = tuple(int(i) for i in np.argwhere(~same)[0])
+        raise ValueError(
+            f"{what}[{', '.join(map(str, bad))}] = {c[bad].item()!r} is not exactly a {acc} value, the "
+            f"accumulator here; convert {what} to {acc} first"
+        )
+    return conv
 
 
 def daz(x: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from numba import njit, prange
 from . import instructions
 from .api import matmul
 from .compare import bitdiff
+from .formats import exact_start
 
 __all__ = ["assert_matches", "saturation_risk", "SaturationRisk"]
 
@@ -105,8 +106,7 @@ def assert_matches(result, a, b, dtype=None, isa=None, *, c=None, **switches) ->
 def _run(a, b, dtype, isa, c, acc, switches):
     if c is None:
         return matmul(a, b, dtype, isa=isa, **switches)
-    c = np.asarray(c)
-    out = np.array(c, dtype=acc)
+    out = exact_start(c, acc)  # matmul checks its shape
     return matmul(a, b, dtype, isa=isa, out=out, accumulate=True, **switches)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import instructions
 from ..ace import check_operand, check_scales
+from ..formats import exact_start
 from . import isa, trace
 from .amx import tdp_float, tdp_int
 from .avx512 import vdpbf16ps
@@ -90,7 +91,7 @@ def matmul(
     M, K = A.shape
     N = B.shape[1]
     sa, sb = check_scales(instr, name, scales, A.shape, B.shape)
-    C = np.zeros((M, N), instr.acc) if c is None else np.array(c, dtype=instr.acc).reshape(M, N)
+    C = np.zeros((M, N), instr.acc) if c is None else exact_start(c, instr.acc, "c", (M, N))
     if K == 0:
         return C  # no instruction runs
     if instr.scale_block:

@@ -490,11 +490,12 @@ ACE_TILE_SWITCHES: Mapping[str, Switch] = MappingProxyType(
 
 
 def _ace_name(mnemonic: str) -> str:
-    """The C intrinsic of an ACE outer product, as clang's acev1intrin.h spells them
-    (TOP4MXHF8PS: ``_tile_op4mxhf8_ps``): "_tile_" + the mnemonic without its leading T, with an
-    underscore before a trailing "PS"."""
+    """The C intrinsic of an ACE outer product, as clang's and GCC's acev1intrin.h spell them
+    (TOP4MXHF8PS: ``_tile_op4mxhf8_ps``, TOP4BSSD: ``_tile_op4bssd_epi32``): "_tile_" + the
+    mnemonic without its leading T, with an underscore before a trailing "PS", or "_epi32" after
+    an integer form's."""
     stem = mnemonic.lower()[1:]
-    return "_tile_" + (stem[:-2] + "_ps" if stem.endswith("ps") else stem)
+    return "_tile_" + (stem[:-2] + "_ps" if stem.endswith("ps") else stem + "_epi32")
 
 
 def _ace_int(mnemonic: str, a: NumberFormat, b: NumberFormat) -> Instruction:

@@ -119,6 +119,62 @@ def test_ft_faults():
     _assert_fault(fresh, lambda: fresh.top4mxhf8ps(0, z, z, 0), UDFault, r"tiles are not configured")
 
 
+#: The palette-2 intrinsics of clang's and GCC's acev1intrin.h (LLVM's
+#: clang/lib/Headers/acev1intrin.h), besides the outer products.
+ACE_STATE_INTRINSICS = (
+    "_tile_ace_loadconfig _tile_ace_storeconfig _tile_ace_release _tile_ace_zero _tile_insertrow "
+    "_tile_insertcol _tile_extractrow _bsr0_init _bsr0_insertfull _bsr0_inserth _bsr0_insertl "
+    "_bsr0_extracth _bsr0_extractl"
+).split()
+
+
+def test_c_names_follow_acev1intrin_h():
+    names = [I[m].intrinsic for m in ("TOP4BSSD", "TOP4BSUD", "TOP4BUSD", "TOP4BUUD", "TOP2BF16PS", "TOP4MXBSSPS")]
+    assert names == [
+        "_tile_op4bssd_epi32",
+        "_tile_op4bsud_epi32",
+        "_tile_op4busd_epi32",
+        "_tile_op4buud_epi32",
+        "_tile_op2bf16_ps",
+        "_tile_op4mxbss_ps",
+    ]
+    for name in names + ACE_STATE_INTRINSICS:
+        assert name in intrinsics.__all__ and callable(getattr(intrinsics, name)), name
+
+
+def test_palette2_state_through_the_c_intrinsics():
+    """Each palette-2 intrinsic does what its TileUnit instruction does, on the default unit."""
+    u = intrinsics.reset()
+    with pytest.raises(UDFault, match="needs palette 2"):
+        intrinsics._tile_insertrow(0, np.zeros(64, np.uint8), 0)  # unconfigured: #UD
+    intrinsics._tile_ace_loadconfig(P2)
+    assert intrinsics._tile_ace_storeconfig()[0] == 2
+    row = np.arange(64, dtype=np.uint8)
+    intrinsics._tile_insertrow(3, row, 5)
+    assert (u.tiles[3, 5] == row).all() and not u.tiles[3, [4, 6]].any()
+    got = intrinsics._tile_extractrow(3, 5)
+    assert got.dtype == np.uint8 and (got == row).all()
+    got[0] = 99  # a new register, not a view of the tile
+    assert u.tiles[3, 5, 0] == 0
+    col = np.arange(100, 116, dtype=np.uint32)
+    intrinsics._tile_insertcol(4, col, 2)
+    assert (u.tile(4, np.uint32)[:, 2] == col).all()
+    intrinsics._tile_ace_zero(3)
+    assert not u.tiles[3].any()
+    h, low = np.full(64, 0x70, np.uint8), np.full(64, 0x90, np.uint8)
+    intrinsics._bsr0_insertfull(h, low)
+    assert (intrinsics._bsr0_extracth() == h).all() and (intrinsics._bsr0_extractl() == low).all()
+    intrinsics._bsr0_inserth(low)
+    intrinsics._bsr0_insertl(h)
+    assert (u.bsr[0] == low).all() and (u.bsr[1] == h).all()
+    intrinsics._bsr0_init()
+    assert (u.bsr == 0x7F).all()
+    assert u.counters.instructions["bsrmovf"] == 1 and u.counters.instructions["tilemovrow"] == 2
+    intrinsics._tile_ace_release()
+    with pytest.raises(UDFault):
+        intrinsics._bsr0_init()
+
+
 def test_outer_products_on_the_unit_and_intrinsics():
     """The worked examples through the tile API: tile 0 holds C (dword 0 = C in), zA and zB the
     dwords, bsr0 row 0's and column 0's scales."""

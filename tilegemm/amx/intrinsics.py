@@ -6,12 +6,15 @@ gives a fresh one (new counters). The multiply intrinsics (``_tile_dpbf16ps(dst,
 are made from the instruction records, one per instruction with a tile form; the ACE outer
 products likewise (``_tile_op4mxhf8_ps(dst, a, b, imm)``, ``a`` and ``b`` zmm registers as 64-byte
 arrays), with ``_mm512_loadu_si512(buf, offset)`` / ``_mm512_storeu_si512(buf, offset, zmm)`` for
-the vector loads and stores around them.
+the vector loads and stores around them, and palette 2's state under acev1intrin.h's names
+(``_tile_ace_loadconfig``, ``_tile_insertrow``, ``_tile_extractrow``, ``_bsr0_insertfull`` ...).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
+
+import numpy as np
 
 from ..instructions import Instruction
 from .ace import OUTER_INSTRUCTIONS
@@ -83,6 +86,90 @@ _OUTER = {str(r.intrinsic): _outer_intrinsic(r) for r in OUTER_INSTRUCTIONS.valu
 globals().update(_OUTER)
 
 
+# Palette 2 (ACE) as clang's and GCC's acev1intrin.h name its intrinsics: the tile
+# configuration, TILEMOVROW/TILEMOVCOL between tiles and zmm registers, and the block-scale
+# register bsr0 (BSRINIT, BSRMOVF/H/L). A zmm register is a 64-byte numpy array.
+
+
+def _tile_ace_loadconfig(cfg):
+    unit.ldtilecfg(cfg)
+
+
+def _tile_ace_storeconfig() -> bytes:
+    return unit.sttilecfg()
+
+
+def _tile_ace_release():
+    unit.tilerelease()
+
+
+def _tile_ace_zero(t):
+    unit.tilezero(t)
+
+
+def _tile_insertrow(dst, src, idx, **switches):
+    """TILEMOVROW: row ``idx`` of tile ``dst`` becomes the zmm ``src``."""
+    unit.tilemovrow(dst, src, idx, **switches)
+
+
+def _tile_insertcol(dst, src, idx, **switches):
+    """TILEMOVCOL: dword ``idx`` of row r of tile ``dst`` becomes dword r of the zmm ``src``."""
+    unit.tilemovcol(dst, src, idx, **switches)
+
+
+def _tile_extractrow(tsrc, row, **switches) -> np.ndarray:
+    """TILEMOVROW: row ``row`` of tile ``tsrc`` as a new zmm (64 bytes)."""
+    z = np.zeros(64, np.uint8)
+    unit.tilemovrow(z, tsrc, row, **switches)
+    return z
+
+
+def _bsr0_init():
+    unit.bsrinit()
+
+
+def _bsr0_insertfull(src1, src2):
+    """BSRMOVF: half H (A's scales) from ``src1``, half L (B's) from ``src2``."""
+    unit.bsrmovf(0, src1, src2)
+
+
+def _bsr0_inserth(src):
+    unit.bsrmovh(0, src)
+
+
+def _bsr0_insertl(src):
+    unit.bsrmovl(0, src)
+
+
+def _bsr0_extracth() -> np.ndarray:
+    z = np.zeros(64, np.uint8)
+    unit.bsrmovh(z, 0)
+    return z
+
+
+def _bsr0_extractl() -> np.ndarray:
+    z = np.zeros(64, np.uint8)
+    unit.bsrmovl(z, 0)
+    return z
+
+
+_ACE_STATE = [
+    "_tile_ace_loadconfig",
+    "_tile_ace_storeconfig",
+    "_tile_ace_release",
+    "_tile_ace_zero",
+    "_tile_insertrow",
+    "_tile_insertcol",
+    "_tile_extractrow",
+    "_bsr0_init",
+    "_bsr0_insertfull",
+    "_bsr0_inserth",
+    "_bsr0_insertl",
+    "_bsr0_extracth",
+    "_bsr0_extractl",
+]
+
+
 def _mm512_loadu_si512(buf, offset):
     """A zmm register (64 bytes) loaded from ``buf`` at byte ``offset`` (counted)."""
     return unit.vmovdqu64_load(buf, offset)
@@ -103,6 +190,7 @@ __all__ = [
     "_tile_release",
     "_mm512_loadu_si512",
     "_mm512_storeu_si512",
+    *_ACE_STATE,
     *_MULTIPLIES,
     *_OUTER,
 ]

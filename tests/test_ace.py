@@ -574,6 +574,9 @@ def test_packed_b_carries_its_scales():
         tilegemm.matmul(a, p, "hf8", isa="amx")
     with pytest.raises(ValueError, match=r"dtype 'bf16' \(TOP2BF16PS\) takes none"):
         tilegemm.pack(np.ones((4, 4)), "bf16", "ace", scales=np.ones((1, 4), np.uint8))
+    for pair in ((None, sb), (sa, sb)):  # matmul's pair given to pack
+        with pytest.raises(TypeError, match=r"pack takes B's block scales alone \(scales=sb\), not the \(sa, sb\)"):
+            tilegemm.pack(b, "mxfp8_e5m2_e4m3", "ace", scales=pair)
     import pickle
 
     q = pickle.loads(pickle.dumps(p))

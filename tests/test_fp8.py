@@ -18,6 +18,7 @@ from worked_examples import FP8, SWITCHES, f32, fp8_operands, g2
 
 import tilegemm
 from tilegemm import float8, reference
+from tilegemm.amx import intrinsics
 from tilegemm.formats import BF8, HF8
 from tilegemm.kernels import exact
 from tilegemm.reference import fp8
@@ -439,6 +440,11 @@ def test_input_errors():
         ValueError, match=r"switch 'fp8_inf_cancel' does not apply to TDPBF16PS \(dtype 'bf16'\); its switches: none"
     ):
         tilegemm.matmul(np.ones((2, 2)), np.ones((2, 2)), "bf16", fp8_inf_cancel="strict")
+    # The tile API names the instruction, which the message already says: no "dtype" beside it.
+    with pytest.raises(
+        ValueError, match=r"switch 'fp8_inf_cancel' does not apply to TCMMRLFP16PS; its switches: tcmm_rl_negate"
+    ):
+        intrinsics._tile_cmmrlfp16ps(0, 1, 2, fp8_inf_cancel="strict")
 
 
 # -- the tile API -----------------------------------------------------------------------------------

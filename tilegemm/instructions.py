@@ -211,9 +211,9 @@ class Instruction:
             if name not in mine:
                 if name in ALL_SWITCHES:
                     valid = ", ".join(mine) or "none"
-                    raise ValueError(
-                        f"switch {name!r} does not apply to {self.mnemonic} (dtype {dtype!r}); its switches: {valid}"
-                    )
+                    # the tile API names the instruction itself: no dtype to add
+                    where = f" (dtype {dtype!r})" if dtype and dtype != self.mnemonic.lower() else ""
+                    raise ValueError(f"switch {name!r} does not apply to {self.mnemonic}{where}; its switches: {valid}")
                 raise TypeError(f"unexpected keyword argument {name!r}")
             if not mine[name].accepts(value):
                 raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, mine[name].values))}")

@@ -306,6 +306,11 @@ def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA, scales=None) -> PackedB
         raise ValueError(f"pack takes a B of at least 2 dimensions (K, N), got shape {b.shape}")
     ace.check_operand(instr, b, "b", name)
     sb = None
+    if isinstance(scales, tuple) and len(scales) == 2 and any(s is None or np.ndim(s) == 2 for s in scales):
+        raise TypeError(
+            "pack takes B's block scales alone (scales=sb), not the (sa, sb) pair of matmul: A's scales "
+            "come with each call"
+        )
     if scales is not None:
         sb = ace.check_scales(instr, name, (None, scales), (1, b.shape[-2]), b.shape)[1]
     return pack_codes(instr.b.to_codes(b, "b", name), isa, name, sb)

@@ -14,6 +14,28 @@ from tilegemm.amx import GPFault, PFFault, TileConfig, TileFault, TileUnit, UDFa
 FULL = TileConfig(rows=(16,) * 8, colsb=(64,) * 8)
 
 
+@pytest.mark.parametrize(
+    "kwargs,err,match",
+    [
+        ({"palette": "2"}, TypeError, r"palette must be an integer, got '2'"),
+        ({"palette": 2.0}, TypeError, r"palette must be an integer, got 2.0"),
+        ({"palette": 256}, ValueError, r"palette=256 does not fit its field of the configuration \(0..255\)"),
+        ({"start_row": -1}, ValueError, r"start_row=-1 does not fit"),
+        ({"rows": (16.5,) + (0,) * 7}, TypeError, r"rows\[0\] must be an integer, got 16.5"),
+        ({"rows": 16}, TypeError, r"rows must be a sequence of 8 integers, got 16"),
+        ({"colsb": (0,) * 7 + (65536,)}, ValueError, r"colsb\[7\]=65536 does not fit its field .*0..65535"),
+    ],
+)
+def test_config_fields_are_integers_that_fit(kwargs, err, match):
+    """A field is a byte (colsb a word) of the block: no silent truncation of 16.5 or 256; values
+    that fit but that LDTILECFG refuses (palette 3, rows 17) still build, to fault there."""
+    with pytest.raises(err, match=match):
+        TileConfig(**kwargs)
+    assert TileConfig(palette=np.uint8(2)).palette == 2
+    with pytest.raises(ValueError, match=r"a tile configuration has 8 rows and 8 colsb \(palette 2 leaves them 0\)"):
+        TileConfig(palette=2, rows=(16,) * 7).to_bytes()
+
+
 def test_config_bytes_layout_and_roundtrip():
     cfg = TileConfig(palette=1, start_row=3, rows=(16, 2, 0, 0, 0, 0, 0, 5), colsb=(64, 8, 0, 0, 0, 0, 0, 300))
     b = cfg.to_bytes()

@@ -57,6 +57,14 @@ class PFFault(TileFault):
     vector = "#PF"
 
 
+def _field(name: str, value, top: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if not 0 <= value <= top:
+        raise ValueError(f"{name}={value} does not fit its field of the configuration (0..{top})")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class TileConfig:
     """A palette-1 tile configuration.
@@ -76,14 +84,22 @@ class TileConfig:
     reserved: bytes = bytes(64)  # what a from_bytes() block held in its reserved bytes
 
     def __post_init__(self):
-        object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
-        object.__setattr__(self, "colsb", tuple(int(c) for c in self.colsb))
+        # Each field is a byte (colsb: a 16-bit word) of the 64-byte block: an integer that fits,
+        # or TypeError / ValueError naming it (what LDTILECFG does with the value is its own check).
+        for name, top in (("palette", 0xFF), ("start_row", 0xFF)):
+            _field(name, getattr(self, name), top)
+        for name, top in (("rows", 0xFF), ("colsb", 0xFFFF)):
+            values = getattr(self, name)
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                raise TypeError(f"{name} must be a sequence of 8 integers, got {values!r}")
+            object.__setattr__(self, name, tuple(_field(f"{name}[{i}]", v, top) for i, v in enumerate(values)))
 
     def to_bytes(self) -> bytes:
         """The 64-byte LDTILECFG block."""
         if len(self.rows) != 8 or len(self.colsb) != 8:
             raise ValueError(
-                f"a palette-1 configuration has 8 rows and 8 colsb, got {len(self.rows)} and {len(self.colsb)}"
+                f"a tile configuration has 8 rows and 8 colsb (palette 2 leaves them 0), got {len(self.rows)} "
+                f"and {len(self.colsb)}"
             )
         out = bytearray(self.reserved)
         out[0], out[1] = self.palette & 0xFF, self.start_row & 0xFF

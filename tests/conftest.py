@@ -52,9 +52,7 @@ def operands(dtype, a_shape, b_shape, rng, isa=instructions.DEFAULT_ISA):
     anything else."""
     i = instr(dtype, isa)
     a, b = i.a.sample(a_shape, rng, wide=True), i.b.sample(b_shape, rng, wide=True)
-    if i.scale_block and i.a.minifloat is not None:
-        return i.a.to_element(a, "a", dtype), i.b.to_element(b, "b", dtype)
-    return a, b
+    return i.quantize(a, b, dtype) if i.codes_only else (a, b)
 
 
 def assert_bits(got, want, context=""):

@@ -93,9 +93,9 @@ def check_operand(instr: Instruction, x, operand: str, dtype_name: str) -> None:
     is 480), so a float rounded to a NaN or infinity code would silently become a finite value;
     like the scales, operands are not quantized implicitly. Other dtypes are left to their
     format's own checks."""
-    fmt = instr.a if operand == "a" else instr.b
-    if not instr.scale_block or fmt.minifloat is None:
+    if not instr.codes_only:
         return
+    fmt = instr.a if operand == "a" else instr.b
     x = np.asarray(x)
     if x.dtype == np.uint8 or x.dtype == fmt.element:
         return

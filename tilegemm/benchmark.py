@@ -82,8 +82,8 @@ def _tilegemm(tiling, isa=DEFAULT_ISA, backend="emulated", dtype=None):
     def prepare(a, b, threads, group):
         name = dtype or group_dtype(group)
         instr = resolve(isa, name)[2]
-        if instr.scale_block and instr.a.minifloat is not None:  # ACE MX takes 8-bit floats, never rounds
-            a, b = instr.a.to_element(a, "a", name), instr.b.to_element(b, "b", name)
+        if instr.codes_only:  # ACE MX takes 8-bit floats, never rounds
+            a, b = instr.quantize(a, b, name)
         packed = pack(b, name, isa)
         return lambda: matmul(a, packed, tiling=tiling, threads=threads, backend=backend)
 

@@ -205,7 +205,7 @@ def explain(a, b, dtype=None, isa=("amx", "avx2"), *, index=None, c=None, reprod
     N = b.shape[1]
     cx = cy = None
     if c is not None:
-        cx, cy = (exact_start(c, i.acc, "c", (M, N)) for i in (ix, iy))
+        cx, cy = (exact_start(c, i.acc, (M, N)) for i in (ix, iy))
     rx = _run(a, b, name, x, cx, switches)
     ry = _run(a, b, name, y, cy, switches)
     wx, wy = _common(rx), _common(ry)

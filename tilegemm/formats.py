@@ -232,7 +232,7 @@ class NumberFormat:
         return codes.view(self.element).astype(np.float32) if self.is_float else codes.view(self.storage)
 
 
-def exact_start(c, acc: np.dtype, what: str = "c", shape: tuple[int, ...] | None = None) -> np.ndarray:
+def exact_start(c, acc: np.dtype, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """A start C as an ``acc`` array, refusing what the conversion would change: another shape
     than ``shape`` (no broadcasting or reshaping), or a value ``acc`` does not hold exactly (a
     fraction for int32, an int32 overflow, a float32 C for a binary16 accumulator with a value
@@ -241,9 +241,9 @@ def exact_start(c, acc: np.dtype, what: str = "c", shape: tuple[int, ...] | None
     c = np.asarray(c)
     acc = np.dtype(acc)
     if shape is not None and c.shape != tuple(shape):
-        raise ValueError(f"{what} has shape {c.shape}, but the result has shape {tuple(shape)}")
+        raise ValueError(f"c has shape {c.shape}, but the result has shape {tuple(shape)}")
     if c.dtype.kind not in "biufc":
-        raise TypeError(f"{what} has dtype {c.dtype}, which holds no numbers for a {acc} accumulator")
+        raise TypeError(f"c has dtype {c.dtype}, which holds no numbers for a {acc} accumulator")
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
         conv = c.astype(acc)
@@ -255,8 +255,8 @@ def exact_start(c, acc: np.dtype, what: str = "c", shape: tuple[int, ...] | None
     if not same.all():
         bad = tuple(int(i) for i in np.argwhere(~same)[0])
         raise ValueError(
-            f"{what}[{', '.join(map(str, bad))}] = {c[bad].item()!r} is not exactly a {acc} value, the "
-            f"accumulator here; convert {what} to {acc} first"
+            f"c[{', '.join(map(str, bad))}] = {c[bad].item()!r} is not exactly a {acc} value, the "
+            f"accumulator here; convert c to {acc} first"
         )
     return conv
 

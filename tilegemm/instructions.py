@@ -185,6 +185,17 @@ class Instruction:
         return shifts[0] + shifts[1]
 
     @property
+    def codes_only(self) -> bool:
+        """Operands are taken only as each side's 8-bit floats or their codes, never rounded into
+        them: ACE's MX FP8 outer products read every code as a number (``ace.check_operand``)."""
+        return bool(self.scale_block) and self.a.minifloat is not None
+
+    def quantize(self, a, b, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+        """``a`` and ``b`` rounded once into each side's elements, as a caller of a
+        :attr:`codes_only` instruction does before the call."""
+        return self.a.to_element(a, "a", dtype), self.b.to_element(b, "b", dtype)
+
+    @property
     def k_block(self) -> int:
         """K elements of one packed block of B: 16 rows of ``group`` elements (1 KiB of bytes, what
         TILELOADD reads). The AMX tile multiplies step K by one block (``k_step``); an ACE outer
@@ -226,11 +237,9 @@ class Instruction:
     def sample(self, m: int, k: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Random operands a caller would pass (m x k and k x n) in each side's format: floats
         for the formats a call rounds into, 8-bit floats for the MX outer products, which take
-        their operands quantized (``ace.check_operand``)."""
+        their operands quantized (:attr:`codes_only`)."""
         a, b = self.a.sample((m, k), rng), self.b.sample((k, n), rng)
-        if self.scale_block and self.a.minifloat is not None:
-            return self.a.to_element(a, "a", self.mnemonic), self.b.to_element(b, "b", self.mnemonic)
-        return a, b
+        return self.quantize(a, b, self.mnemonic) if self.codes_only else (a, b)
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def matmul(
     M, K = A.shape
     N = B.shape[1]
     sa, sb = check_scales(instr, name, scales, A.shape, B.shape)
-    C = np.zeros((M, N), instr.acc) if c is None else exact_start(c, instr.acc, "c", (M, N))
+    C = np.zeros((M, N), instr.acc) if c is None else exact_start(c, instr.acc, (M, N))
     if K == 0:
         return C  # no instruction runs
     if instr.scale_block:

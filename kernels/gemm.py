@@ -25,7 +25,7 @@ from ._cache import stamp_with_dependencies
 from .ace import ACE_BF16_EXACT, ACE_BF16_FAST, ACE_MX_EXACT, ACE_MX_FAST
 from .cfp16 import CFP16_EXACT, CFP16_FAST
 from .fp8 import FP8_EXACT, FP8_FAST
-from .isa import F16ACC, F32FMA_EXACT, F32FMA_FAST, I8SAT, I16PAIRS
+from .isa import F16ACC, F16ACC_NATIVE, F32FMA_EXACT, F32FMA_FAST, I8SAT, I16PAIRS
 from .tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST, TILE, tile_multiply, tile_steps
 
 # K steps per pass over all superblocks. Blocking K keeps the B blocks of a pass (K_CHUNK x N)
@@ -215,7 +215,8 @@ def gemm_ace_bf16_exact(A, B, C, ia, ib, k, rows, cols, top2bf16):
 
 
 # The other CPUs' paths (isa.py): VPDPBUSDS, VPMADDUBSW + VPMADDWD + VPADDD, VFMADD231PS (fast
-# under the proof, exact otherwise) and VFMADD231PH (C as binary16 codes).
+# under the proof, exact otherwise) and VFMADD231PH (C as binary16 codes; emulated, or the
+# instruction itself on binary16 A and B where the target has it).
 @njit(cache=True, parallel=True)
 def gemm_i8sat(A, B, C, ia, ib, k, rows, cols):
     _gemm(A, B, C, ia, ib, k, rows, cols, I8SAT, (), 1)
@@ -239,6 +240,11 @@ def gemm_f32fma_exact(A, B, C, ia, ib, k, rows, cols):
 @njit(cache=True, parallel=True)
 def gemm_f16acc(A, B, C, ia, ib, k, rows, cols):
     _gemm(A, B, C, ia, ib, k, rows, cols, F16ACC, (), 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_f16acc_native(A, B, C, ia, ib, k, rows, cols):
+    _gemm(A, B, C, ia, ib, k, rows, cols, F16ACC_NATIVE, (), 1)
 
 
 # The tile API's entry points (``tilegemm.amx.TileUnit``): one tile multiply of the exact
@@ -314,6 +320,7 @@ ENTRY_POINTS = (
     gemm_f32fma_fast,
     gemm_f32fma_exact,
     gemm_f16acc,
+    gemm_f16acc_native,
     tile_amx,
     tile_cfp16,
     tile_fp8,

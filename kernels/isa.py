@@ -22,6 +22,9 @@ to the last and stores it once:
   before the RNE conversion to binary16 (``vcvtps2ph``) makes the two roundings one (24 >= 11 +
   2). No binary32 value involved is denormal, and ``vcvtps2ph``/``vcvtph2ps`` ignore MXCSR.FTZ
   and DAZ (Intel SDM), so the caller's MXCSR cannot change a bit either.
+- ``F16ACC_NATIVE`` (VFMADD231PH itself): A, B and C as binary16 codes, one ``llvm.fma`` on
+  ``half`` vectors per K element. The table (``targets.NATIVE``) runs it where the target has
+  AVX512-FP16, in place of ``F16ACC``.
 
 Signed activations (``.S8`` records, int8 A) are shifted to u8 here (``a XOR 0x80``, as oneDNN's
 copy kernels flip bit 7); the compensation ``-128 * column sums of B`` is added to C by the
@@ -56,6 +59,7 @@ __all__ = [
     "F32FMA_FAST",
     "F32FMA_EXACT",
     "F16ACC",
+    "F16ACC_NATIVE",
     "TILE_BODIES",
     "fma32_ieee",
     "fma16",
@@ -70,7 +74,7 @@ TILE = 16
 _STEP = 16  # quads (int8) or pairs (16-bit floats) in one K step of the tile loop
 
 #: Variants of ``tiles.tile_multiply`` served by this module.
-I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC = 30, 31, 32, 33, 34
+I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC, F16ACC_NATIVE = 30, 31, 32, 33, 34, 35
 
 # ---------------------------------------------------------------------------------------------
 # Scalar arithmetic on exact values (binary64 holding the values), independent of MXCSR
@@ -418,21 +422,28 @@ def _pairs_step(kind: str, width: int):
     return step
 
 
-def _b_row(builder, bp, b_off, k, width, v):
-    """Columns ``width*v ..`` of B row ``k`` of a float K step (kernel layout: row-major 32 x 16)."""
-    return builder.load(_ptr(builder, bp, builder.add(b_off, _const(TILE * k + width * v)), _vec(_F32, width)), align=4)
+def _b_row(builder, bp, b_off, k, width, v, lane=_F32):
+    """Columns ``width*v ..`` of B row ``k`` of a float K step (kernel layout: row-major 32 x 16),
+    as ``lane`` values (binary32, or binary16 read from its codes)."""
+    vt = _vec(lane, width)
+    return builder.load(
+        _ptr(builder, bp, builder.add(b_off, _const(TILE * k + width * v)), vt), align=2 if lane is _F16 else 4
+    )
 
 
 def _a_elem(builder, ap, arow_r, k, vt):
-    return _splat(builder, builder.load(builder.gep(ap, [builder.add(arow_r, _const(k))])), vt)
+    """A's element ``k`` of a row, splat to ``vt`` (a binary16 code read as the number it is)."""
+    x = builder.load(builder.gep(ap, [builder.add(arow_r, _const(k))]))
+    return _splat(builder, x if x.type == vt.element else builder.bitcast(x, vt.element), vt)
 
 
-def _chain_rows(mr: int, width: int, c_lane, align: int, load, fma, store):
+def _chain_rows(mr: int, width: int, c_lane, align: int, load, fma, store, lane=_F32):
     """A body over ``mr`` rows x 16 columns, one FMA chain per C element in K order: C lanes of
-    type ``c_lane`` (``align`` bytes) become binary32 accumulators through ``load(builder, v)``, each K element
-    runs ``fma(builder, a, b, acc)``, and ``store(builder, acc)`` gives the lanes back."""
+    type ``c_lane`` (``align`` bytes) become accumulators through ``load(builder, v)``, each K
+    element runs ``fma(builder, a, b, acc)`` on A and B as ``lane`` vectors, and ``store(builder,
+    acc)`` gives the lanes back."""
     parts = TILE // width
-    vt = _vec(_F32, width)
+    vt = _vec(lane, width)
     vc = _vec(c_lane, width)
 
     def emit(builder, sig, ap, bp, cp, crow, over_steps):
@@ -443,7 +454,7 @@ def _chain_rows(mr: int, width: int, c_lane, align: int, load, fma, store):
         def one_step(arow, b_off, acc):
             rows = [arow(r) for r in range(mr)]
             for k in range(2 * _STEP):
-                bv = [_b_row(builder, bp, b_off, k, width, v) for v in range(parts)]
+                bv = [_b_row(builder, bp, b_off, k, width, v, lane) for v in range(parts)]
                 for r in range(mr):
                     sa = _a_elem(builder, ap, rows[r], k, vt)
                     acc[r] = [fma(builder, sa, bv[v], acc[r][v]) for v in range(parts)]
@@ -617,6 +628,33 @@ def f16acc_rows(mr: int, width: int):
     )
 
 
+def f16acc_native_rows(mr: int, width: int = TILE):
+    """``C[mr x 16]`` through 32 VFMADD231PH steps per K step, in K order, on binary16 codes of A,
+    B and C read as the numbers they are: ``llvm.fma`` on ``half`` vectors, the IEEE binary16 FMA
+    (one rounding of the exact value, nearest-even, subnormals kept), which is the instruction's
+    definition. Where the target has AVX512-FP16 it is ``vfmadd231ph`` with A's element as an
+    embedded broadcast; elsewhere LLVM computes each lane in binary64 (``fma``, exact or rounded
+    once below binary16's precision) and rounds that to binary16 once (``__truncdfhf2``), which is
+    the same rounding (``docs/isa-profiles.md``). The table picks this body only where the
+    instruction exists (``targets.NATIVE``); the tests run it on every host."""
+    vh = _vec(_F16, width)
+    vi = _vec(_I16, width)
+
+    def fma(builder, a, b, acc):
+        return builder.call(_fn(builder, f"llvm.fma.v{width}f16", vh, [vh, vh, vh]), [a, b, acc])
+
+    return _chain_rows(
+        mr,
+        width,
+        _I16,
+        2,
+        lambda builder, h: builder.bitcast(h, vh),
+        fma,
+        lambda builder, x: builder.bitcast(x, vi),
+        lane=_F16,
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Tile multiplies (the ``tile_multiply`` signature of tiles.py)
 # ---------------------------------------------------------------------------------------------
@@ -674,12 +712,13 @@ _HAS = targets.target_features()
 _VNNI = {"+avx512f", "+avx512bw", "+avx512vnni"} <= _HAS
 _F16C = "+f16c" in _HAS
 _PAIRS_KIND = "zmm" if {"+avx512f", "+avx512bw"} <= _HAS else "ymm" if {"+avx2", "+fma"} <= _HAS else "generic"
-SAT, PAIRS, FMA, F16 = (targets.shape(f) for f in ("i8sat", "i16pairs", "f32fma", "f16acc"))
+SAT, PAIRS, FMA, F16, F16N = (targets.shape(f) for f in ("i8sat", "i16pairs", "f32fma", "f16acc", "f16acc_native"))
 
 _i8sat = _rows_tile(_int_rows(SAT.rows, SAT.width, _sat_step(_VNNI, SAT.width)), SAT.rows)
 _i16pairs = _rows_tile(_int_rows(PAIRS.rows, PAIRS.width, _pairs_step(_PAIRS_KIND, PAIRS.width)), PAIRS.rows)
 _f32fma_fast = _rows_tile(f32fma_rows(FMA.rows, FMA.width), FMA.rows)
 _f16acc = _rows_tile(f16acc_rows(F16.rows, F16.width), F16.rows)
+_f16acc_native = _rows_tile(f16acc_native_rows(F16N.rows, F16N.width), F16N.rows)
 
 #: variant -> tile multiply over consecutive K steps (``tiles.tile_steps``, and one step for
 #: ``tiles.tile_multiply``): ``(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, nsteps,
@@ -690,4 +729,5 @@ TILE_BODIES = {
     F32FMA_FAST: _f32fma_fast,
     F32FMA_EXACT: _f32fma_exact,
     F16ACC: _f16acc,
+    F16ACC_NATIVE: _f16acc_native,
 }

@@ -47,6 +47,8 @@ __all__ = [
     "target_class",
     "shape",
     "CLASSES",
+    "NATIVE",
+    "family",
 ]
 
 
@@ -349,6 +351,28 @@ _ISA_SHAPES = {
 }
 for _cls, _shapes in _ISA_SHAPES.items():
     SHAPES[_cls].update(_shapes)
+# VFMADD231PH itself (``f16acc_native``): 16 binary16 columns per ymm, one chain per C element.
+# Two FMA units of latency 4 need 8 chains: 8 rows, each FMA reading its A element as an
+# embedded broadcast. Shape from that port model, not measured: no AVX512-FP16 CPU ran it. On
+# targets without AVX512-FP16 the table never picks the family; the tests still run it there,
+# where LLVM carries each binary16 FMA out in binary64 and rounds once (a library call).
+for _cls, _rows in (("avx512_vnni", 8), ("avx512", 8), ("avx2", 2), ("generic", 2)):
+    SHAPES[_cls]["f16acc_native"] = Shape(_rows, 16, 16)
+
+#: Families that run another family where the compile target has the instruction they emulate:
+#: family -> (the LLVM features that instruction needs, the family that runs instead).
+#: VFMADD231PH on ymm needs AVX512-FP16 with AVX512VL (Sapphire Rapids and later Xeons).
+NATIVE: dict[str, tuple[frozenset[str], str]] = {
+    "f16acc": (frozenset({"+avx512fp16", "+avx512vl", "+avx512bw"}), "f16acc_native"),
+}
+
+
+def family(name: str, features: set[str] | frozenset[str] | None = None) -> str:
+    """The kernel family that runs for family ``name`` on the compile target (or on a target with
+    ``features``): :data:`NATIVE`'s replacement where the target has its instruction, else ``name``."""
+    have = _target()[1] if features is None else features
+    needs, native = NATIVE.get(name, (None, name))
+    return native if needs is not None and needs <= have else name
 
 
 def target_features() -> set[str]:

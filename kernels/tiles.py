@@ -102,12 +102,13 @@ _tile_fast_fp8 = _vector_rows(fp8_tile_rows(FP8Q.rows, FP8Q.width), FP8Q.rows)
 # Variants of the float tile multiply (``variant`` in the kernel contract).
 AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3
 # The other CPUs' paths (isa.py), by name for ``tilegemm.dispatch.Family.variant``.
-I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC = (
+I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC, F16ACC_NATIVE = (
     isa.I8SAT,
     isa.I16PAIRS,
     isa.F32FMA_FAST,
     isa.F32FMA_EXACT,
     isa.F16ACC,
+    isa.F16ACC_NATIVE,
 )
 
 

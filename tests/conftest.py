@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -80,6 +81,52 @@ def path(request, monkeypatch):
     if request.param == "exact":
         monkeypatch.setattr(plan, "fast_path_ok", lambda *args, **kw: False)
         monkeypatch.setattr(plan, "FORCED_PATH", "exact")  # blocked kernels: every block exact
+    return request.param
+
+
+#: The two kernel families of ``isa="avx512_fp16"``: VFMADD231PH emulated on binary32 lanes, and
+#: the instruction itself on binary16 lanes (what the table runs where the CPU has AVX512-FP16).
+F16ACC_FAMILIES = ("f16acc", "f16acc_native")
+#: What LLVM calls where the target has no binary16 arithmetic (libgcc, GCC 12 and later).
+_HALF_HELPERS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")
+
+
+def link_half_helpers():
+    """Make libgcc's binary16 conversions visible to Numba's JIT, or skip: without AVX512-FP16, LLVM
+    carries a binary16 FMA out as a binary64 FMA (exact, or rounded once below binary16's
+    precision) rounded once to binary16 by ``__truncdfhf2``, the same rounding as the instruction's
+    (docs/isa-profiles.md), and converts through ``__extendhfsf2``/``__truncsfhf2`` without F16C."""
+    import ctypes
+    import ctypes.util
+
+    import llvmlite.binding as llvm
+
+    name = ctypes.util.find_library("gcc_s")
+    lib = ctypes.CDLL(name) if name else None
+    if lib is None or not all(hasattr(lib, s) for s in _HALF_HELPERS):
+        pytest.skip(f"no libgcc_s with {', '.join(_HALF_HELPERS)} (GCC >= 12): binary16 IR cannot run on this host")
+    llvm.load_library_permanently(name)
+
+
+def use_f16acc_family(monkeypatch, name):
+    """Make ``isa="avx512_fp16"`` run kernel family ``name`` (one of :data:`F16ACC_FAMILIES`) for
+    the rest of the test, whichever the table picks on this host."""
+    from tilegemm import dispatch
+
+    if name == "f16acc_native":
+        link_half_helpers()
+    fam = dispatch.FAMILIES[name]
+    table = {
+        key: dataclasses.replace(k, family=fam) if k.instruction.kernel == "f16acc" else k
+        for key, k in dispatch.table().items()
+    }
+    monkeypatch.setattr(dispatch, "table", lambda: table)
+
+
+@pytest.fixture(params=F16ACC_FAMILIES)
+def f16acc_family(request, monkeypatch):
+    """Each family of ``isa="avx512_fp16"`` in turn (:func:`use_f16acc_family`)."""
+    use_f16acc_family(monkeypatch, request.param)
     return request.param
 
 

@@ -144,7 +144,7 @@ def test_kernel_body_variants_are_distinct():
     values = {n: getattr(tiles, n) for n in names}
     for module in (cfp16, fp8, isa, ace):
         values.update({n: v for n, v in vars(module).items() if n.isupper() and n.endswith(("_FAST", "_EXACT"))})
-    values.update({n: getattr(isa, n) for n in ("I8SAT", "I16PAIRS", "F16ACC")})
+    values.update({n: getattr(isa, n) for n in ("I8SAT", "I16PAIRS", "F16ACC", "F16ACC_NATIVE")})
     values = {n: v for n, v in values.items() if isinstance(v, int)}
     assert len(set(values.values())) == len(values), values
     for fam in dispatch.FAMILIES.values():

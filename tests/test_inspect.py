@@ -3,6 +3,8 @@ on every CPU the per-target table names (cross-target compiles, never run); AMX 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tilegemm import dispatch, inspect
@@ -119,6 +121,24 @@ def test_cross_target_gives_avx512_and_avx2():
     assert r.widest_vector == "<8 x float>" and r.vectorized and _within_budget(r)
     with pytest.raises(ValueError, match="unknown cpu 'pentium'"):
         inspect.vector_report(cpu="pentium")
+
+
+def test_avx512_fp16_runs_vfmadd231ph_where_the_cpu_has_it():
+    """Where the target has AVX512-FP16 the table runs the instruction itself (``f16acc_native``):
+    for sapphirerapids its loop is VFMADD231PH on ymm, 8 rows x 32 K elements of them per
+    iteration, each reading its A element as an embedded broadcast, with no library call and
+    nothing spilled. Without AVX512-FP16 (Zen 4) the emulation runs."""
+    spr = frozenset(inspect.TARGETS["sapphirerapids"].split(","))
+    assert targets.family("f16acc", spr) == "f16acc_native"
+    assert targets.family("f16acc", frozenset(inspect.TARGETS["znver4"].split(","))) == "f16acc"
+    assert targets.family("f32fma", spr) == "f32fma"
+    text = inspect.asm("fp16", "2x2", "avx512_fp16", cpu="sapphirerapids")
+    fmas = re.findall(r"\bvfmadd\d{3}ph\s+(.*)", text)
+    rows = targets.SHAPES["avx512_vnni"]["f16acc_native"].rows
+    assert len(fmas) >= rows * 32 and all(f.endswith("%ymm" + f.split("%ymm")[-1]) for f in fmas)
+    assert sum("{1to16}" in f for f in fmas) >= rows * 31, fmas[:4]
+    assert not re.search(r"\bv(?:cvtph2ps|cvtps2ph|cvtsh2s[sd]|fn?m(?:add|sub)\w*[ps][sd])\b", text)  # no widening
+    assert "hf2" not in text and "fma@" not in text and inspect.loop_spills(text) == 0
 
 
 def test_ir_and_asm_are_the_vector_code():

@@ -10,11 +10,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import assert_bits
+from conftest import F16ACC_FAMILIES, SEED_TILINGS, assert_bits, use_f16acc_family
 from fpenv import DAZ, FTZ, X86, get_mxcsr, mxcsr_flags
 
 import tilegemm
-from tilegemm import instructions, plan, reference
+from tilegemm import dispatch, instructions, plan, reference
 
 INT_MAX = 2**31 - 1
 
@@ -134,9 +134,14 @@ def test_fp32_fma_specials_denormals_and_zeros(dtype):
 
 
 @pytest.mark.parametrize("k,sign", [(1, True), (2, True), (31, True), (33, True), (32, True)])
-@pytest.mark.parametrize("isa,dtype", [("fp32_fma", "bf16"), ("avx512_fp16", "fp16")])
-def test_minus_zero_survives_padding(isa, dtype, k, sign):
-    """A -0 C with -0 products stays -0 whatever K: the K padding is an exact no-op."""
+@pytest.mark.parametrize(
+    "isa,dtype,family", [("fp32_fma", "bf16", None)] + [("avx512_fp16", "fp16", f) for f in F16ACC_FAMILIES]
+)
+def test_minus_zero_survives_padding(isa, dtype, family, k, sign, monkeypatch):
+    """A -0 C with -0 products stays -0 whatever K: the K padding (-0 in A, a value or the
+    binary16 code 0x8000) is an exact no-op."""
+    if family is not None:
+        use_f16acc_family(monkeypatch, family)
     acc = instructions.resolve(isa, dtype)[2].acc
     out = np.full((1, 1), -0.0, acc)
     tilegemm.matmul(np.full((1, k), -0.0), np.ones((k, 1)), dtype, isa=isa, out=out, accumulate=True)
@@ -163,7 +168,7 @@ def test_fp32_fma_proof_refuses_denormals(monkeypatch):
     assert got[3].view(np.uint32).tolist() != tilegemm.matmul(a, b, "bf16")[3].view(np.uint32).tolist()
 
 
-def test_fp16_accumulator_specials_and_out():
+def test_fp16_accumulator_specials_and_out(f16acc_family):
     rng = np.random.default_rng(15)
     pool = np.float16([0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-24, 65504.0, -65504.0, 300.0, 1.0, -1.5])
     a = rng.choice(pool, (21, 40))
@@ -299,6 +304,37 @@ def test_host_bodies_use_the_instructions_they_emulate():
         assert "vpmaddubsw" in pairs and ("vpmaddwd" in pairs or "vpdpwssd" in pairs)
     r = inspect.vector_report("bf16", "1x1", "fp32_fma")
     assert r.vectorized and r.scalar_fma == 0 and r.vector_fma >= 4 * 32
+
+
+def test_fp16_accumulator_rounds_once_for_every_a(f16acc_family):
+    """K = 1: every binary16 code as A against B values whose products land on binary16
+    midpoints (0.75, 1.5 * 2^-10, ...) or overflow (2^15), with C = +-2^-24, the smallest
+    subnormal, which decides those midpoints (the first worked example, 683/512 * 0.75 + 2^-24,
+    is one of them), and C = +-65504, 2^-14, -0: one rounding of the exact a * b + c each."""
+    a = np.arange(2**16, dtype=np.uint16).view(np.float16).reshape(-1, 1)
+    b = np.float16([[0.75, 1.5 * 2**-10, -0.75, 2.0**15, 1.0, 2.0**-24, 1.25, -3.0]])
+    c = np.float16([2.0**-24, -(2.0**-24), 65504.0, -65504.0, 2.0**-14, -0.0, 2.0**-24, 1.0])
+    out = np.tile(c, (a.shape[0], 1))
+    want = _ref(a, b, "fp16", "avx512_fp16", out.copy())
+    tilegemm.matmul(a, b, "fp16", isa="avx512_fp16", out=out, accumulate=True)
+    assert_bits(out, want, f"{f16acc_family}: every A code, K = 1")
+    tie = np.float16(np.float32(a[0x3D56, 0]) * np.float32(0.75))  # 1 + 2^-11 through binary32: a tie
+    assert tie == 1 and want[0x3D56, 0].view(np.uint16) == 0x3C01  # the exact sum is above it
+
+
+@pytest.mark.parametrize("tiling", SEED_TILINGS)
+def test_the_other_fp16_accumulator_family_on_the_kernel_tester(tiling, monkeypatch):
+    """tests/test_kernels.py runs the family this host's table picks for ``isa="avx512_fp16"`` on
+    every tiling; this runs the other one on the seed's (the emulation on an AVX512-FP16 host,
+    the instruction's own body elsewhere)."""
+    from kernel_tester import KernelTester
+
+    picked = dispatch.lookup("avx512_fp16", "fp16", tiling).family.name
+    other = next(f for f in F16ACC_FAMILIES if f != picked)
+    use_f16acc_family(monkeypatch, other)
+    tester = KernelTester("avx512_fp16", "fp16", tiling)
+    assert tester.kernel.family.name == other
+    tester.run()
 
 
 def _nearest11_scan():

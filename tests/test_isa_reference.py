@@ -123,6 +123,17 @@ def test_float_worked_examples(case):
     assert _bits(tilegemm.matmul(a, b, dtype, isa=isa)) == _bits(reference.matmul(a, b, dtype, isa=isa))
 
 
+@pytest.mark.parametrize(
+    "case", [c for c in FLOAT_EXAMPLES if c[1] == "avx512_fp16"], ids=lambda c: c[0] if isinstance(c, tuple) else c
+)
+def test_fp16_accumulator_examples_on_each_family(case, f16acc_family):
+    """The FP16-accumulator examples through the emulation and through the instruction's own body."""
+    _, isa, dtype, a, b, c, want = case
+    out = np.zeros((1, 1), np.float16) if c is None else np.array(c, np.float16)
+    tilegemm.matmul(a, b, dtype, isa=isa, out=out, accumulate=True)
+    assert _bits(out) == want, f16acc_family
+
+
 def test_the_float_examples_differ_where_they_say():
     """The comparisons the examples name: AMX reads the denormal as 0 and splits K into chains;
     fp32_fma keeps on adding 1 where the FP16 accumulator stalls at 2048."""

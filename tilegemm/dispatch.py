@@ -22,7 +22,7 @@ from typing import Any, Callable
 from .instructions import PROFILES, Instruction, resolve
 from .model import parse_tiling
 
-__all__ = ["Family", "FAMILIES", "Kernel", "TILINGS", "TILE_REGISTERS", "lookup", "table", "parse_tiling"]
+__all__ = ["Family", "FAMILIES", "family_for", "Kernel", "TILINGS", "TILE_REGISTERS", "lookup", "table", "parse_tiling"]
 
 TILE_REGISTERS = 8
 
@@ -56,8 +56,9 @@ class Family:
         serially), or None for families without a tile form.
     a_layout, b_layout:
         What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values (a complex
-        element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats), or
-        ``"bytes"`` the 8-bit codes; for ACE (``tilegemm.ace``) ``"mx64"``, binary64 values times
+        element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats),
+        ``"f16"`` binary16 codes (``[k][n]`` for B, as ``"f32"`` orders values), or ``"bytes"``
+        the 8-bit codes; for ACE (``tilegemm.ace``) ``"mx64"``, binary64 values times
         their MX block scales, and ``"f32keep"``, float32 values with denormals kept.
     prepare:
         ``"module:function"`` run on the packed operands just before the kernel,
@@ -150,6 +151,18 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
         "f16acc": Family(
             "f16acc", "gemm_f16acc", "gemm_f16acc", "F16ACC", "f32", "f32", False, prepare=_PAD, c_view="uint16"
         ),
+        # VFMADD231PH itself on binary16 codes, where the compile target has it (targets.NATIVE).
+        "f16acc_native": Family(
+            "f16acc_native",
+            "gemm_f16acc_native",
+            "gemm_f16acc_native",
+            "F16ACC_NATIVE",
+            "f16",
+            "f16",
+            False,
+            prepare=_PAD,
+            c_view="uint16",
+        ),
     }
 )
 
@@ -239,12 +252,20 @@ class Kernel:
         return self.family.entry("exact")
 
 
+def family_for(instr: Instruction) -> Family:
+    """The family that runs ``instr`` on the compile target: its record's, or the family that runs
+    the instruction itself where the target has it (``tilegemm.kernels.targets.NATIVE``)."""
+    from .kernels import targets
+
+    return FAMILIES[targets.family(instr.kernel)]
+
+
 @functools.cache
 def table() -> Mapping[tuple[str, str, str], Kernel]:
     """The whole table, (isa, dtype, tiling) -> :class:`Kernel`, made from the instruction records."""
     return MappingProxyType(
         {
-            (p.name, dtype, t): Kernel(p.name, dtype, t, instr, FAMILIES[instr.kernel], *parse_tiling(t))
+            (p.name, dtype, t): Kernel(p.name, dtype, t, instr, family_for(instr), *parse_tiling(t))
             for p in PROFILES.values()
             for dtype, instr in p.dtypes.items()
             for t in TILINGS

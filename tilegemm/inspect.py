@@ -83,7 +83,7 @@ def _probe(isa, dtype, tiling):
     lanes = instr.a.lanes  # values per element: a complex element is two
     step = fam.superblock_step(kern.rows, kern.cols, instr.lanes, tuple(0 for _ in instr.switches))
     k = instr.k_block * lanes
-    layout_dtypes = {"f32": np.float32, "f64": np.float64, "mx64": np.float64, "f32keep": np.float32}
+    layout_dtypes = {"f32": np.float32, "f64": np.float64, "mx64": np.float64, "f32keep": np.float32, "f16": np.uint16}
     A = np.zeros(kern.rows * 16 * k, layout_dtypes.get(fam.a_layout, instr.a.storage))
     B = np.zeros(kern.cols * 16 * k, layout_dtypes.get(fam.b_layout, instr.b.storage))
     C = np.zeros(kern.rows * kern.cols * 256 * instr.lanes, fam.c_view or instr.kernel_acc)
@@ -222,9 +222,9 @@ class VectorReport:
         return "\n".join(f"{k:14} {v}" for k, v in asdict(self).items())
 
 
-_VEC = re.compile(r"<(\d+) x (float|double|i8|i16|i32|i64)>")
-_BITS = {"float": 32, "double": 64, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
-_WORK = re.compile(r"\b(?:vfn?m(?:add|sub)\w*p[sd]|vpdpbusds?|vpdpwssds?|vpmaddwd)\b")
+_VEC = re.compile(r"<(\d+) x (half|float|double|i8|i16|i32|i64)>")
+_BITS = {"half": 16, "float": 32, "double": 64, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+_WORK = re.compile(r"\b(?:vfn?m(?:add|sub)\w*p[hsd]|vpdpbusds?|vpdpwssds?|vpmaddwd)\b")
 _SPILL = re.compile(r"\bvmov\w+\s+%[xyz]mm\d+, -?\d*\(%rsp\)")
 _RELOAD = re.compile(r"\bv\w+\s+-?\d*\(%rsp\)(?:\{1to\d+\})?, %[xyz]mm")
 
@@ -259,8 +259,8 @@ def _report(ir_text: str, asm_text: str, cpu: str, features: str, budget=None, b
         b = int(n) * _BITS[t]
         if b > bits:
             widest, bits = f"<{n} x {t}>", b
-    vfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*p[sd]\b", asm_text))
-    sfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*s[sd]\b", asm_text))
+    vfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*p[hsd]\b", asm_text))
+    sfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*s[hsd]\b", asm_text))
     idot = len(re.findall(r"\b(?:vpmaddwd|vpdpwssds?|vpdpbusds?)\b", asm_text))
     spills = len(_SPILL.findall(asm_text))
     vectorized = sfma == 0 and (vfma > 0 or idot > 0) and bits >= 128

@@ -268,8 +268,9 @@ def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> 
 
     ``"bytes"``: the packed codes (``[quad][n][4]``). ``"f32"``: exact float32 values with the
     group split into planes, ``[pair][even/odd][n]`` (a complex element: ``[k][re/im][n]``), so a
-    vector of 16 columns loads in one go (kernels/tiles.py). ``"f64"``: exact binary64 values of
-    8-bit floats, ``[quad][j][n]``, that is ``[k][n]``.
+    vector of 16 columns loads in one go (kernels/tiles.py). ``"f16"``: the binary16 codes in
+    ``"f32"``'s order, ``[pair][even/odd][n]``, that is ``[k][n]``. ``"f64"``: exact binary64 values
+    of 8-bit floats, ``[quad][j][n]``, that is ``[k][n]``.
     """
     if fmt.lanes > 1:
         el = el.view(fmt.part.storage)  # type: ignore[attr-defined]  # an element's parts side by side
@@ -279,6 +280,8 @@ def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> 
         out = np.empty(flat.shape, np.float32)  # written once, in the final order
         _WIDEN[(fmt, daz)](flat, out=out.view(np.uint32))
         return out
+    if layout == "f16":
+        return np.ascontiguousarray(flat.swapaxes(-1, -2))
     if layout == "f64":
         return float8.decode_table(fmt)[np.ascontiguousarray(flat.swapaxes(-1, -2))]
     return np.ascontiguousarray(flat)
@@ -348,7 +351,9 @@ def a_panels(
     nA, M, K = a.shape
     lanes = instr.a.lanes
     panels = (nA, -(-M // TILE_ROWS), k_blocks, TILE_ROWS, instr.k_block * lanes)
-    if layout == "bytes":
+    if layout in ("bytes", "f16"):  # the codes as they are; float32 headed for binary16 rounded first
+        if a.dtype == np.float32 and layout == "f16":
+            a = instr.a.to_codes(a, "a", instr.mnemonic)
         A = np.zeros(panels, instr.a.storage)
         convert.pack_a_int(a, A)
         return A, None
@@ -387,7 +392,7 @@ def tile_operands(
         A = _WIDEN[(instr.a, instr.daz_inputs)](panel).view(np.float32)
     elif layout == "f64":
         A = float8.decode_table(instr.a)[panel]
-    else:
+    else:  # "bytes", "f16": the codes
         A = panel
     k4, n, g = b_codes.shape
     el = np.zeros((1, 1, TILE_ROWS, TILE_N, g), instr.b.storage)

@@ -9,9 +9,10 @@ kernel, after every check has passed.
   (``a XOR 0x80``), and the accumulator starts at ``wrap32(C + comp[n])`` with
   ``comp[n] = wrap32(-128 * sum_k B[k][n])`` (``simple_gemm_s8s8s32.cpp``). The start matters
   where the sums saturate: VPDPBUSDS clips the running sum that already holds the compensation.
-- :func:`pad_identity`: the float paths run whole K steps; A beyond K becomes -0, whose product
-  with B's zero padding is -0, the exact identity of IEEE addition (``fma(-0, +0, acc) == acc``
-  for every acc, -0 and NaN included), so the padding changes no bit.
+- :func:`pad_identity`: the float paths run whole K steps; A beyond K becomes -0 (a value, or the
+  binary16 code 0x8000), whose product with B's zero padding is -0, the exact identity of IEEE
+  addition (``fma(-0, +0, acc) == acc`` for every acc, -0 and NaN included), so the padding
+  changes no bit.
 
 This module must not compute results; it only sets up what the kernels continue from.
 """
@@ -42,7 +43,8 @@ def compensate(instr: Instruction, A: np.ndarray, B: np.ndarray, C: np.ndarray, 
 
 
 def pad_identity(instr: Instruction, A: np.ndarray, B: np.ndarray, C: np.ndarray, ib: np.ndarray, k: int) -> None:
-    """Write -0 into A's panels ``(nA, MT, KB, 16, k_step)`` at every K index from ``k`` on."""
+    """Write -0 into A's panels ``(nA, MT, KB, 16, k_step)`` at every K index from ``k`` on (binary16
+    codes: 0x8000)."""
     k_step = A.shape[-1]
     if k % k_step:
-        A[:, :, k // k_step, :, k % k_step :] = -0.0
+        A[:, :, k // k_step, :, k % k_step :] = 0x8000 if A.dtype == np.uint16 else -0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_bits
+from conftest import assert_bits, link_half_helpers
 from numba import njit
 
 from tilegemm.kernels import isa
@@ -31,6 +31,9 @@ def _operands(variant, rng):
     for x in (a, b):
         special = rng.random(x.size) < 0.03
         x[special] = rng.choice(pool, int(special.sum()))
+    if variant == isa.F16ACC_NATIVE:  # binary16 codes throughout
+        c = (rng.standard_normal(256) * 8).astype(np.float16).view(np.uint16)
+        return a.view(np.uint16), b.view(np.uint16), c, k_step
     if variant == isa.F16ACC:
         c = (rng.standard_normal(256) * 8).astype(np.float16).view(np.uint16)
     else:
@@ -42,11 +45,15 @@ def _operands(variant, rng):
 
 
 @pytest.mark.parametrize(
-    "variant", [isa.I8SAT, isa.I16PAIRS, isa.F32FMA_FAST, isa.F32FMA_EXACT, isa.F16ACC], ids=lambda v: str(v)
+    "variant",
+    [isa.I8SAT, isa.I16PAIRS, isa.F32FMA_FAST, isa.F32FMA_EXACT, isa.F16ACC, isa.F16ACC_NATIVE],
+    ids=lambda v: str(v),
 )
 def test_steps_in_one_call_equal_one_call_per_step(variant):
     """A whole tile (C in place) and a partial one (C through the scratch block)."""
     tile = isa.TILE_BODIES[variant]
+    if variant == isa.F16ACC_NATIVE:
+        link_half_helpers()
 
     @njit
     def run(A, B, C, scratch, lda, b_step, mr, nc, together):
@@ -71,6 +78,8 @@ def test_steps_in_one_call_equal_one_call_per_step(variant):
             C = c.copy()
             run(a, b, C, np.zeros(256, c.dtype), lda, 16 * k_step, mr, nc, together)
             out[together] = C
-        view = np.float16 if variant == isa.F16ACC else c.dtype  # C's codes as values: NaN payloads are not compared
+        view = (
+            np.float16 if variant in (isa.F16ACC, isa.F16ACC_NATIVE) else c.dtype
+        )  # C's codes as values: NaN payloads are not compared
         assert_bits(out[True].view(view), out[False].view(view), f"variant {variant}, {mr} x {nc}")
         assert not np.array_equal(out[True].view(np.uint8), c.view(np.uint8)), "the steps changed nothing"

@@ -49,6 +49,7 @@ __all__ = [
     "CLASSES",
     "NATIVE",
     "family",
+    "native_missing",
 ]
 
 
@@ -367,12 +368,21 @@ NATIVE: dict[str, tuple[frozenset[str], str]] = {
 }
 
 
+def native_missing(name: str, features: set[str] | frozenset[str] | None = None) -> tuple[str, ...]:
+    """The LLVM features the compile target (or a target with ``features``) lacks for
+    :data:`NATIVE`'s replacement of family ``name``, sorted; empty where it has them all or the
+    family has no replacement."""
+    have = _target()[1] if features is None else features
+    needs = NATIVE.get(name, (frozenset(), name))[0]
+    return tuple(sorted(needs - have))
+
+
 def family(name: str, features: set[str] | frozenset[str] | None = None) -> str:
     """The kernel family that runs for family ``name`` on the compile target (or on a target with
     ``features``): :data:`NATIVE`'s replacement where the target has its instruction, else ``name``."""
-    have = _target()[1] if features is None else features
-    needs, native = NATIVE.get(name, (None, name))
-    return native if needs is not None and needs <= have else name
+    if name in NATIVE and not native_missing(name, features):
+        return NATIVE[name][1]
+    return name
 
 
 def target_features() -> set[str]:

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from tilegemm import instructions
+from tilegemm import dispatch, instructions
 from tilegemm.__main__ import _parser, main
+from tilegemm.kernels import targets
 
 BAD = [
     ("ir --cpu pentium", "invalid choice: 'pentium'"),
@@ -88,6 +89,11 @@ def test_info_lists_the_records(capsys):
     for isa in instructions.ISAS:
         assert f"\n  {isa} " in out
     assert "target class" in out
+    lacks = targets.native_missing("f16acc")
+    here = "runs here" if not lacks else f"not here: this CPU lacks {','.join(f[1:] for f in lacks)}"
+    assert f"f16acc -> f16acc_native with avx512bw,avx512fp16,avx512vl: {here}" in out
+    name = dispatch.lookup("avx512_fp16", "fp16", "2x2").name
+    assert name in out and ("-f16acc_native-" in name) == (not lacks)
 
 
 def test_bench_body_times_the_binary64_bodies():

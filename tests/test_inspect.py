@@ -132,6 +132,8 @@ def test_avx512_fp16_runs_vfmadd231ph_where_the_cpu_has_it():
     assert targets.family("f16acc", spr) == "f16acc_native"
     assert targets.family("f16acc", frozenset(inspect.TARGETS["znver4"].split(","))) == "f16acc"
     assert targets.family("f32fma", spr) == "f32fma"
+    assert targets.native_missing("f16acc", spr) == () == targets.native_missing("f32fma")
+    assert targets.native_missing("f16acc", frozenset(inspect.TARGETS["icelake-server"].split(","))) == ("+avx512fp16",)
     text = inspect.asm("fp16", "2x2", "avx512_fp16", cpu="sapphirerapids")
     fmas = re.findall(r"\bvfmadd\d{3}ph\s+(.*)", text)
     rows = targets.SHAPES["avx512_vnni"]["f16acc_native"].rows

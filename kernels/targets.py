@@ -48,6 +48,7 @@ __all__ = [
     "shape",
     "CLASSES",
     "NATIVE",
+    "Native",
     "family",
     "native_missing",
 ]
@@ -360,11 +361,26 @@ for _cls, _shapes in _ISA_SHAPES.items():
 for _cls, _rows in (("avx512_vnni", 8), ("avx512", 8), ("avx2", 2), ("generic", 2)):
     SHAPES[_cls]["f16acc_native"] = Shape(_rows, 16, 16)
 
-#: Families that run another family where the compile target has the instruction they emulate:
-#: family -> (the LLVM features that instruction needs, the family that runs instead).
-#: VFMADD231PH on ymm needs AVX512-FP16 with AVX512VL (Sapphire Rapids and later Xeons).
-NATIVE: dict[str, tuple[frozenset[str], str]] = {
-    "f16acc": (frozenset({"+avx512fp16", "+avx512vl", "+avx512bw"}), "f16acc_native"),
+
+@dataclass(frozen=True)
+class Native:
+    """A family that runs an instruction itself, in place of the family emulating it, where the
+    compile target has the instruction.
+
+    ``needs``: the LLVM features the instruction needs; ``family``: the family that runs it;
+    ``portable``: its IR is target-independent, so LLVM carries it out exactly on targets without
+    the instruction too (which lets the tests run it on every host)."""
+
+    needs: frozenset[str]
+    family: str
+    portable: bool
+
+
+#: Family -> the :class:`Native` family that replaces it where the compile target has the
+#: instruction. VFMADD231PH on ymm needs AVX512-FP16 with AVX512VL (Sapphire Rapids and later
+#: Xeons); its IR, ``llvm.fma`` on ``half`` vectors, is the IEEE binary16 FMA on any target.
+NATIVE: dict[str, Native] = {
+    "f16acc": Native(frozenset({"+avx512fp16", "+avx512vl", "+avx512bw"}), "f16acc_native", True),
 }
 
 
@@ -372,16 +388,17 @@ def native_missing(name: str, features: set[str] | frozenset[str] | None = None)
     """The LLVM features the compile target (or a target with ``features``) lacks for
     :data:`NATIVE`'s replacement of family ``name``, sorted; empty where it has them all or the
     family has no replacement."""
+    if name not in NATIVE:
+        return ()
     have = _target()[1] if features is None else features
-    needs = NATIVE.get(name, (frozenset(), name))[0]
-    return tuple(sorted(needs - have))
+    return tuple(sorted(NATIVE[name].needs - have))
 
 
 def family(name: str, features: set[str] | frozenset[str] | None = None) -> str:
     """The kernel family that runs for family ``name`` on the compile target (or on a target with
     ``features``): :data:`NATIVE`'s replacement where the target has its instruction, else ``name``."""
     if name in NATIVE and not native_missing(name, features):
-        return NATIVE[name][1]
+        return NATIVE[name].family
     return name
 
 

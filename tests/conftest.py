@@ -108,19 +108,36 @@ def link_half_helpers():
     llvm.load_library_permanently(name)
 
 
-def use_f16acc_family(monkeypatch, name):
-    """Make ``isa="avx512_fp16"`` run kernel family ``name`` (one of :data:`F16ACC_FAMILIES`) for
-    the rest of the test, whichever the table picks on this host."""
+def families(kernel: str) -> tuple[str, ...]:
+    """Kernel family ``kernel`` (an instruction record's), then the family that runs the instruction
+    itself (``tilegemm.kernels.targets.NATIVE``) where this host can run it: with the instruction,
+    or anywhere for target-independent IR."""
+    from tilegemm.kernels import targets
+
+    nat = targets.NATIVE.get(kernel)
+    if nat is None or not (nat.portable or not targets.native_missing(kernel)):
+        return (kernel,)
+    return (kernel, nat.family)
+
+
+def use_family(monkeypatch, kernel: str, family: str):
+    """Make every instruction whose record names kernel family ``kernel`` run family ``family`` (one
+    of :func:`families`) for the rest of the test, whichever the table picks on this host."""
     from tilegemm import dispatch
 
-    if name == "f16acc_native":
+    if family == "f16acc_native":
         link_half_helpers()
-    fam = dispatch.FAMILIES[name]
+    fam = dispatch.FAMILIES[family]
     table = {
-        key: dataclasses.replace(k, family=fam) if k.instruction.kernel == "f16acc" else k
+        key: dataclasses.replace(k, family=fam) if k.instruction.kernel == kernel else k
         for key, k in dispatch.table().items()
     }
     monkeypatch.setattr(dispatch, "table", lambda: table)
+
+
+def use_f16acc_family(monkeypatch, name):
+    """Make ``isa="avx512_fp16"`` run kernel family ``name`` (one of :data:`F16ACC_FAMILIES`)."""
+    use_family(monkeypatch, "f16acc", name)
 
 
 @pytest.fixture(params=F16ACC_FAMILIES)

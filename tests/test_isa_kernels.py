@@ -10,11 +10,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import F16ACC_FAMILIES, SEED_TILINGS, assert_bits, use_f16acc_family
+from conftest import F16ACC_FAMILIES, assert_bits, use_f16acc_family
 from fpenv import DAZ, FTZ, X86, get_mxcsr, mxcsr_flags
 
 import tilegemm
-from tilegemm import dispatch, instructions, plan, reference
+from tilegemm import instructions, plan, reference
 
 INT_MAX = 2**31 - 1
 
@@ -320,21 +320,6 @@ def test_fp16_accumulator_rounds_once_for_every_a(f16acc_family):
     assert_bits(out, want, f"{f16acc_family}: every A code, K = 1")
     tie = np.float16(np.float32(a[0x3D56, 0]) * np.float32(0.75))  # 1 + 2^-11 through binary32: a tie
     assert tie == 1 and want[0x3D56, 0].view(np.uint16) == 0x3C01  # the exact sum is above it
-
-
-@pytest.mark.parametrize("tiling", SEED_TILINGS)
-def test_the_other_fp16_accumulator_family_on_the_kernel_tester(tiling, monkeypatch):
-    """tests/test_kernels.py runs the family this host's table picks for ``isa="avx512_fp16"`` on
-    every tiling; this runs the other one on the seed's (the emulation on an AVX512-FP16 host,
-    the instruction's own body elsewhere)."""
-    from kernel_tester import KernelTester
-
-    picked = dispatch.lookup("avx512_fp16", "fp16", tiling).family.name
-    other = next(f for f in F16ACC_FAMILIES if f != picked)
-    use_f16acc_family(monkeypatch, other)
-    tester = KernelTester("avx512_fp16", "fp16", tiling)
-    assert tester.kernel.family.name == other
-    tester.run()
 
 
 def _nearest11_scan():

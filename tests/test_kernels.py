@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from conftest import KERNEL_CASES, SEED_TILINGS
+from conftest import KERNEL_CASES, SEED_TILINGS, families, use_family
 from kernel_tester import KernelTester, k_corners, k_values, mn_pairs
 
 from tilegemm import dispatch, plan
@@ -21,16 +23,24 @@ def _paths(kernel):
     return ("fast", "exact")
 
 
+def _kernel(isa, dtype, tiling, family):
+    return dataclasses.replace(dispatch.lookup(isa, dtype, tiling), family=dispatch.FAMILIES[family])
+
+
+# Every family that can run an instruction on this host: its emulation, and the instruction itself
+# (kernels/targets.py NATIVE) where this host can run that, whichever of the two the table picks.
 CASES = [
-    (isa, dtype, tiling, path)
+    (isa, dtype, tiling, path, family)
     for isa, dtype in KERNEL_CASES
+    for family in families(dispatch.lookup(isa, dtype, "1x1").instruction.kernel)
     for tiling in dispatch.TILINGS
-    for path in _paths(dispatch.lookup(isa, dtype, tiling))
+    for path in _paths(_kernel(isa, dtype, tiling, family))
 ]
 
 
-@pytest.mark.parametrize("isa,dtype,tiling,path", CASES)
-def test_kernel(isa, dtype, tiling, path, monkeypatch):
+@pytest.mark.parametrize("isa,dtype,tiling,path,family", CASES)
+def test_kernel(isa, dtype, tiling, path, family, monkeypatch):
+    use_family(monkeypatch, dispatch.lookup(isa, dtype, tiling).instruction.kernel, family)
     if path != "fast":
         monkeypatch.setattr(plan, "fast_path_ok", lambda *args, **kw: False)
         monkeypatch.setattr(plan, "FORCED_PATH", path)
@@ -39,7 +49,9 @@ def test_kernel(isa, dtype, tiling, path, monkeypatch):
     # only orders the tiles), so it runs every shape on 1x1 only; the blocked kernels' flag and
     # exact paths go through the tiling's blocks and keep both.
     full = SEED_TILINGS if dispatch.lookup(isa, dtype, tiling).blocked is not None else SEED_TILINGS[:1]
-    KernelTester(isa, dtype, tiling, corners_only=path != "fast" and tiling not in full).run()
+    tester = KernelTester(isa, dtype, tiling, corners_only=path != "fast" and tiling not in full)
+    assert tester.kernel.family.name == family
+    tester.run()
 
 
 def test_tester_covers_the_edges():

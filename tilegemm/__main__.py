@@ -245,10 +245,11 @@ def info(out=None) -> int:
     for c, shapes in targets.SHAPES.items():
         print(f"  {c:12} " + ", ".join(f"{f} {s.rows}x{s.cols}/{s.width}" for f, s in shapes.items()), file=out)
     print("\nthe instruction itself where the CPU has it (kernels/targets.py NATIVE)", file=out)
-    for fam, (needs, native) in targets.NATIVE.items():
-        lacks = targets.native_missing(fam)
+    for emulated, nat in targets.NATIVE.items():
+        lacks = targets.native_missing(emulated)
         here = "runs here" if not lacks else f"not here: this CPU lacks {','.join(f.lstrip('+') for f in lacks)}"
-        print(f"  {fam} -> {native} with {','.join(sorted(f.lstrip('+') for f in needs))}: {here}", file=out)
+        needs = ",".join(sorted(f.lstrip("+") for f in nat.needs))
+        print(f"  {emulated} -> {nat.family} with {needs}: {here}", file=out)
     return 0
 
 

@@ -18,10 +18,13 @@ to the last and stores it once:
   cannot act); the exact body runs :func:`fma32_ieee` on bit patterns, for any input.
 - ``F16ACC`` (VFMADD231PH): one binary16 FMA per K element into an FP16 accumulator (C's codes,
   uint16). Exact for every input without a proof: the product of two FP16 values is exact in
-  binary32, an error-free TwoSum gives the exact sum, and rounding that sum *to odd* at 24 bits
-  before the RNE conversion to binary16 (``vcvtps2ph``) makes the two roundings one (24 >= 11 +
-  2). No binary32 value involved is denormal, and ``vcvtps2ph``/``vcvtph2ps`` ignore MXCSR.FTZ
-  and DAZ (Intel SDM), so the caller's MXCSR cannot change a bit either.
+  binary32, so a binary32 FMA rounded to 11 bits (:func:`_nearest11`) is the one binary16
+  rounding unless it landed on a binary16 midpoint or left binary16's normal range; a vector with
+  such a lane takes the exact step (:func:`_fma16_exact`): an error-free TwoSum gives the exact
+  sum, and rounding it *to odd* at 24 bits before the RNE conversion to binary16 makes the two
+  roundings one (24 >= 11 + 2). No binary32 value involved is denormal, and the conversions
+  (``vcvtps2ph``/``vcvtph2ps``) ignore MXCSR.FTZ and DAZ (Intel SDM), so the caller's MXCSR
+  cannot change a bit either.
 - ``F16ACC_NATIVE`` (VFMADD231PH itself): A, B and C as binary16 codes, one ``llvm.fma`` on
   ``half`` vectors per K element. The table (``targets.NATIVE``) runs it where the target has
   AVX512-FP16, in place of ``F16ACC``.

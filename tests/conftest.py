@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 
@@ -91,6 +92,7 @@ F16ACC_FAMILIES = ("f16acc", "f16acc_native")
 _HALF_HELPERS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2")
 
 
+@functools.cache  # a skip raises, so only a successful link is kept
 def link_half_helpers():
     """Make libgcc's binary16 conversions visible to Numba's JIT, or skip: without AVX512-FP16, LLVM
     carries a binary16 FMA out as a binary64 FMA (exact, or rounded once below binary16's
@@ -115,18 +117,20 @@ def families(kernel: str) -> tuple[str, ...]:
     from tilegemm.kernels import targets
 
     nat = targets.NATIVE.get(kernel)
-    if nat is None or not (nat.portable or not targets.native_missing(kernel)):
-        return (kernel,)
-    return (kernel, nat.family)
+    if nat is not None and (nat.portable or not targets.native_missing(kernel)):
+        return (kernel, nat.family)
+    return (kernel,)
 
 
 def use_family(monkeypatch, kernel: str, family: str):
     """Make every instruction whose record names kernel family ``kernel`` run family ``family`` (one
     of :func:`families`) for the rest of the test, whichever the table picks on this host."""
     from tilegemm import dispatch
+    from tilegemm.kernels import targets
 
-    if family == "f16acc_native":
-        link_half_helpers()
+    nat = targets.NATIVE.get(kernel)
+    if nat is not None and family == nat.family and targets.native_missing(kernel):
+        link_half_helpers()  # portable IR on a host without the instruction: LLVM's library calls
     fam = dispatch.FAMILIES[family]
     table = {
         key: dataclasses.replace(k, family=fam) if k.instruction.kernel == kernel else k

@@ -137,7 +137,7 @@ def test_avx512_fp16_runs_vfmadd231ph_where_the_cpu_has_it():
     text = inspect.asm("fp16", "2x2", "avx512_fp16", cpu="sapphirerapids")
     fmas = re.findall(r"\bvfmadd\d{3}ph\s+(.*)", text)
     rows = targets.SHAPES["avx512_vnni"]["f16acc_native"].rows
-    assert len(fmas) >= rows * 32 and all(f.endswith("%ymm" + f.split("%ymm")[-1]) for f in fmas)
+    assert len(fmas) >= rows * 32 and all("%ymm" in f for f in fmas)
     assert sum("{1to16}" in f for f in fmas) >= rows * 31, fmas[:4]
     assert not re.search(r"\bv(?:cvtph2ps|cvtps2ph|cvtsh2s[sd]|fn?m(?:add|sub)\w*[ps][sd])\b", text)  # no widening
     assert "hf2" not in text and "fma@" not in text and inspect.loop_spills(text) == 0

@@ -280,10 +280,9 @@ def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> 
         out = np.empty(flat.shape, np.float32)  # written once, in the final order
         _WIDEN[(fmt, daz)](flat, out=out.view(np.uint32))
         return out
-    if layout == "f16":
-        return np.ascontiguousarray(flat.swapaxes(-1, -2))
-    if layout == "f64":
-        return float8.decode_table(fmt)[np.ascontiguousarray(flat.swapaxes(-1, -2))]
+    if layout in ("f16", "f64"):  # [k][n]: the codes, or the 8-bit floats' binary64 values
+        kn = np.ascontiguousarray(flat.swapaxes(-1, -2))
+        return kn if layout == "f16" else float8.decode_table(fmt)[kn]
     return np.ascontiguousarray(flat)
 
 
@@ -352,7 +351,7 @@ def a_panels(
     lanes = instr.a.lanes
     panels = (nA, -(-M // TILE_ROWS), k_blocks, TILE_ROWS, instr.k_block * lanes)
     if layout in ("bytes", "f16"):  # the codes as they are; float32 headed for binary16 rounded first
-        if a.dtype == np.float32 and layout == "f16":
+        if a.dtype == np.float32:
             a = instr.a.to_codes(a, "a", instr.mnemonic)
         A = np.zeros(panels, instr.a.storage)
         convert.pack_a_int(a, A)

@@ -31,11 +31,10 @@ def _operands(variant, rng):
     for x in (a, b):
         special = rng.random(x.size) < 0.03
         x[special] = rng.choice(pool, int(special.sum()))
-    if variant == isa.F16ACC_NATIVE:  # binary16 codes throughout
+    if variant in (isa.F16ACC, isa.F16ACC_NATIVE):
         c = (rng.standard_normal(256) * 8).astype(np.float16).view(np.uint16)
-        return a.view(np.uint16), b.view(np.uint16), c, k_step
-    if variant == isa.F16ACC:
-        c = (rng.standard_normal(256) * 8).astype(np.float16).view(np.uint16)
+        if variant == isa.F16ACC_NATIVE:  # binary16 codes throughout
+            return a.view(np.uint16), b.view(np.uint16), c, k_step
     else:
         c = (rng.standard_normal(256) * 8).astype(np.float32)
         if variant == isa.F32FMA_FAST:  # its proof: no denormal operand, nothing tiny, nothing special
@@ -78,8 +77,7 @@ def test_steps_in_one_call_equal_one_call_per_step(variant):
             C = c.copy()
             run(a, b, C, np.zeros(256, c.dtype), lda, 16 * k_step, mr, nc, together)
             out[together] = C
-        view = (
-            np.float16 if variant in (isa.F16ACC, isa.F16ACC_NATIVE) else c.dtype
-        )  # C's codes as values: NaN payloads are not compared
+        # C's codes as values: NaN payloads are not compared
+        view = np.float16 if variant in (isa.F16ACC, isa.F16ACC_NATIVE) else c.dtype
         assert_bits(out[True].view(view), out[False].view(view), f"variant {variant}, {mr} x {nc}")
         assert not np.array_equal(out[True].view(np.uint8), c.view(np.uint8)), "the steps changed nothing"

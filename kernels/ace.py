@@ -33,6 +33,13 @@ Bodies:
   and no C can be tiny (every value is a multiple of a grid of at least 2^-126), so the flush to
   zero never acts; ``fptrunc`` rounds to nearest even and overflows to infinity exactly as the
   instruction's rounding does. A zero sum starts from +0, as the instruction's ``s = +0``.
+- MXINT8 in binary32 (``mx32_tile_rows``, family ``ace_mx32``, layout ``"mx32"``: the same
+  scaled values as binary32): ``C + fma(a3, b3, fma(a2, b2, fma(a1, b1, a0*b0)))``. A step's four
+  products share one scale pair, so their sum is an integer below 2^17 times ``2^(sa + sb -
+  266)``, exact in binary32, under the proof of ``tilegemm.plan`` for ``"mx32"`` (every scaled
+  value a normal, no partial sum at 2^128, no grid below 2^-126); where it fails, the call runs
+  ``ace_mx``. As in the binary64 body, C + 0 first makes a C of -0 +0 (the sum is -0 when all four
+  products are, where the instruction adds +0).
 - BF16 exact (``ace_bf16_exact``): every reading of ``ace_top2bf16`` one binary32 operation at a
   time, on operands read from their bits (so that a caller's DAZ cannot touch a denormal input),
   with x86's NaN rules; results are written as bits (``gcc_chain`` and ``rs`` keep denormals).
@@ -61,6 +68,7 @@ from .vector import _F32, _I32, _TILE, _const, _data, _ptr, _splat, ir_loop, out
 __all__ = [
     "ACE_MX_EXACT",
     "ACE_MX_FAST",
+    "ACE_MX32_FAST",
     "ACE_BF16_EXACT",
     "ACE_BF16_FAST",
     "f32_bits",
@@ -70,15 +78,18 @@ __all__ = [
     "ftz_bits",
     "x86_fma",
     "mx_tile_rows",
+    "mx32_tile_rows",
     "bf16_tile_rows",
     "ace_mx_exact",
     "ace_bf16_exact",
     "ace_mx_fast",
+    "ace_mx32_fast",
     "ace_bf16_fast",
 ]
 
 # Variants of the tile multiply (``variant`` in the kernel contract, ``tiles.tile_multiply``).
 ACE_MX_EXACT, ACE_MX_FAST, ACE_BF16_EXACT, ACE_BF16_FAST = 40, 41, 42, 43
+ACE_MX32_FAST = 44  # MXINT8 in binary32 (``mx32_tile_rows``)
 _F64 = ir.DoubleType()
 _QUIET = np.uint32(0x00400000)
 _INDEF = np.uint32(0xFFC00000)
@@ -404,10 +415,11 @@ def mx_tile_rows(mr: int, width: int = 8):
     return _steps_intrinsic(emit, f"tilegemm.ace_mx.{mr}x{width}")
 
 
-def bf16_tile_rows(mr: int, width: int = 16):
-    """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps)``: ``nsteps`` TOP2BF16PS
-    steps for ``mr`` rows x 16 columns of C, under the fast-path proof: ``C + fma(a1, b1, a0*b0)``
-    with C in registers. ``width``: floats per vector (16: zmm, 8: ymm)."""
+def _f32_steps(mr: int, width: int, group: int, plus_zero: bool):
+    """The binary32 outer-product bodies: per step of ``group`` elements ``C + fma(..., fma(a1, b1,
+    a0*b0))`` for ``mr`` rows x 16 columns, C in registers across the steps. B blocks are
+    ``[k][n]`` (``[pair][element][n]`` for two elements). ``plus_zero``: C + 0 first, which makes
+    a C of -0 +0 (for instructions that add s = +0 to a zero sum) and changes nothing else."""
     vt = ir.VectorType(_F32, width)
     parts = _TILE // width
 
@@ -418,25 +430,31 @@ def bf16_tile_rows(mr: int, width: int = 16):
             [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vt) for v in range(parts)] for r in range(mr)
         ]
         init = [builder.load(cptr[r][v], align=4) for r in range(mr) for v in range(parts)]
+        if plus_zero:
+            init = [builder.fadd(c, ir.Constant(vt, [0.0] * width)) for c in init]
 
-        def step(p, flat):
-            base = builder.add(b_off, builder.mul(p, _const(2 * _TILE)))
+        def step(t, flat):
+            k0 = builder.mul(t, _const(group))
+            base = builder.add(b_off, builder.mul(k0, _const(_TILE)))
             b = [
                 [
-                    builder.load(_ptr(builder, bp, builder.add(base, _const(_TILE * j + width * v)), vt), align=4)
+                    builder.load(_ptr(builder, bp, builder.add(base, _const(_TILE * e + width * v)), vt), align=4)
                     for v in range(parts)
                 ]
-                for j in range(2)
+                for e in range(group)
             ]
             out = []
             for r in range(mr):
-                k = builder.add(arow[r], builder.mul(p, _const(2)))
-                a0 = _splat(builder, builder.load(_ptr(builder, ap, k)), vt)
-                a1 = _splat(builder, builder.load(_ptr(builder, ap, builder.add(k, _const(1)))), vt)
+                k = builder.add(arow[r], k0)
+                a = [
+                    _splat(builder, builder.load(_ptr(builder, ap, builder.add(k, _const(e)))), vt)
+                    for e in range(group)
+                ]
                 for v in range(parts):
-                    p0 = builder.fmul(a0, b[0][v])  # exact under the proof
-                    s = builder.call(fma, [a1, b[1][v], p0])
-                    out.append(builder.fadd(flat[r * parts + v], s))
+                    s = builder.fmul(a[0], b[0][v])  # exact under the proof, as every partial sum
+                    for e in range(1, group):
+                        s = builder.call(fma, [a[e], b[e][v], s])
+                    out.append(builder.fadd(flat[r * parts + v], s))  # the step's add into C
             return out
 
         final = ir_loop(builder, nsteps, step, init)
@@ -445,6 +463,23 @@ def bf16_tile_rows(mr: int, width: int = 16):
                 builder.store(final[r * parts + v], cptr[r][v], align=4)
 
     return _steps_intrinsic(emit)
+
+
+def mx32_tile_rows(mr: int, width: int = 16):
+    """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps)``: ``nsteps`` MXINT8 outer
+    products (TOP4MXBSSPS) for ``mr`` rows x 16 columns of C in binary32, under the proof of
+    ``tilegemm.plan`` for layout ``"mx32"`` (module docstring): ``C + fma(a3, b3, fma(a2, b2,
+    fma(a1, b1, a0 * b0)))`` with C in registers, after C + 0 (as in :func:`mx_tile_rows`: the sum
+    here is -0 when every product is, where the instruction adds s = +0). ``width``: floats per
+    vector (16: zmm, 8: ymm)."""
+    return _f32_steps(mr, width, 4, True)
+
+
+def bf16_tile_rows(mr: int, width: int = 16):
+    """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps)``: ``nsteps`` TOP2BF16PS
+    steps for ``mr`` rows x 16 columns of C, under the fast-path proof: ``C + fma(a1, b1, a0*b0)``
+    with C in registers. ``width``: floats per vector (16: zmm, 8: ymm)."""
+    return _f32_steps(mr, width, 2, False)
 
 
 def steps_rows(body, mr_body: int):
@@ -474,14 +509,20 @@ def steps_rows(body, mr_body: int):
 
 # -- the tile multiplies ``tiles.tile_multiply`` runs for the ACE variants -------------------------
 
-_MX, _BF = shape("ace_mx"), shape("ace_bf16")
+_MX, _MX32, _BF = shape("ace_mx"), shape("ace_mx32"), shape("ace_bf16")
 _mx_fast = steps_rows(mx_tile_rows(_MX.rows, _MX.width), _MX.rows)
+_mx32_fast = steps_rows(mx32_tile_rows(_MX32.rows, _MX32.width), _MX32.rows)
 _bf16_fast = steps_rows(bf16_tile_rows(_BF.rows, _BF.width), _BF.rows)
 
 
 @njit(inline="always")
 def ace_mx_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _mx_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)
+
+
+@njit(inline="always")
+def ace_mx32_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
+    _mx32_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)
 
 
 @njit(inline="always")

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from . import ace, cfp16, exact, fp8, isa, rounding, targets, tiles, vector
 from ._cache import stamp_with_dependencies
-from .ace import ACE_BF16_EXACT, ACE_BF16_FAST, ACE_MX_EXACT, ACE_MX_FAST
+from .ace import ACE_BF16_EXACT, ACE_BF16_FAST, ACE_MX32_FAST, ACE_MX_EXACT, ACE_MX_FAST
 from .cfp16 import CFP16_EXACT, CFP16_FAST
 from .fp8 import FP8_EXACT, FP8_FAST
 from .isa import F16ACC, F16ACC_NATIVE, F32FMA_EXACT, F32FMA_FAST, I8SAT, I16PAIRS
@@ -204,6 +204,12 @@ def gemm_ace_mx_exact(A, B, C, ia, ib, k, rows, cols, *codes):
     _gemm(A, B, C, ia, ib, k, rows, cols, ACE_MX_EXACT, codes, 1)
 
 
+# MXINT8 in binary32 (layout "mx32"), under its own proof; elsewhere the call runs ace_mx.
+@njit(cache=True, parallel=True)
+def gemm_ace_mx32_fast(A, B, C, ia, ib, k, rows, cols, *codes):
+    _gemm(A, B, C, ia, ib, k, rows, cols, ACE_MX32_FAST, codes, 1)
+
+
 @njit(cache=True, parallel=True)
 def gemm_ace_bf16_fast(A, B, C, ia, ib, k, rows, cols, top2bf16):
     _gemm(A, B, C, ia, ib, k, rows, cols, ACE_BF16_FAST, (top2bf16,), 1)
@@ -326,6 +332,7 @@ ENTRY_POINTS = (
     tile_fp8,
     gemm_ace_mx_fast,
     gemm_ace_mx_exact,
+    gemm_ace_mx32_fast,
     gemm_ace_bf16_fast,
     gemm_ace_bf16_exact,
 )

@@ -311,13 +311,14 @@ for _cls, _cf, _f8 in (
 # haswell (40 inlined with C as four half-width vectors per row; 2 x 16 measured fastest of 1, 2
 # and 4 rows on Zen 3). BF16: one C vector per row and two B vectors per step (16 zmm:
 # 8 rows; 16 ymm: 2 rows of two vectors).
+# MXINT8 in binary32 (ace_mx32) as BF16: one C vector per row, four B vectors per step.
 for _cls, _mx, _bf in (
     ("avx512_vnni", Shape(8, 16, 8), Shape(8, 16, 16)),
     ("avx512", Shape(8, 16, 8), Shape(8, 16, 16)),
     ("avx2", Shape(2, 16, 4), Shape(2, 16, 8)),
     ("generic", Shape(2, 16, 4), Shape(2, 16, 8)),
 ):
-    SHAPES[_cls].update(ace_mx=_mx, ace_bf16=_bf)
+    SHAPES[_cls].update(ace_mx=_mx, ace_mx32=_bf, ace_bf16=_bf)
 # The other CPUs' paths (isa.py): one chain per C element that starts from C, so short bodies
 # (4 rows) let the next body's C loads overlap this one's work (8 and 16 rows measured 10-25%
 # slower at n = 1024 on Zen 4, when a body call ran one K step; a call now runs a chunk of steps

@@ -43,10 +43,12 @@ from . import isa
 from .ace import (
     ACE_BF16_EXACT,
     ACE_BF16_FAST,
+    ACE_MX32_FAST,
     ACE_MX_EXACT,
     ACE_MX_FAST,
     ace_bf16_exact,
     ace_bf16_fast,
+    ace_mx32_fast,
     ace_mx_exact,
     ace_mx_fast,
 )
@@ -189,6 +191,7 @@ _FLOAT_BODIES = {
     FP8_EXACT: fp8_exact,
     ACE_MX_FAST: ace_mx_fast,
     ACE_MX_EXACT: ace_mx_exact,
+    ACE_MX32_FAST: ace_mx32_fast,
     ACE_BF16_FAST: ace_bf16_fast,
     ACE_BF16_EXACT: ace_bf16_exact,
 }

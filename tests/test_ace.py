@@ -423,6 +423,90 @@ def test_normal_data_takes_the_fast_paths(monkeypatch):
     assert seen[-1] is False
 
 
+# -- MXINT8 in binary32 (family ace_mx32), and its fallback -------------------------------------------
+
+MXINT8 = ACE.dtypes["mxint8"]
+
+
+def test_mx32_proof_bounds():
+    """Each condition of the binary32 proof on both sides of its edge (ranges: the exponents of the
+    scaled values; a value of exponent E is a multiple of 2^(E - 7))."""
+
+    def ok(a, b, c=None):
+        return plan.fast_path_ok(MXINT8, a, b, c, "mx32")
+
+    assert ok((-56, 1), (-56, 1)) and not ok((-57, 1), (-56, 1))  # the products' grid: 2^-126
+    assert ok((-126, 1), (20, 21)) and not ok((-127, 1), (20, 21))  # a scaled value normal
+    assert ok((-40, 127), (-40, -4)) and not ok((-40, 127), (-40, -3))  # partial sums below 2^128
+    assert not ok((-40, 128), (-40, -10))  # a scaled value not a binary32 number
+    assert ok((-50, 1), (-50, 1), (-103, 0)) and not ok((-50, 1), (-50, 1), (-104, 0))  # C's grid
+    assert ok(None, (0, 1)) and ok((0, 1), None)  # every product zero: each step adds +0
+
+
+def _int8_edges(m, k, n, rng):
+    """Random MXINT8 codes with +-1 and -128 in both operands (the smallest and largest magnitudes)."""
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    a[0, :3], b[:3, 0] = [1, -1, -128], [-1, 1, -128]
+    return a, b
+
+
+@pytest.mark.parametrize(
+    "sa,sb,family,path",
+    [
+        (0x7F, 0x7F, "ace_mx32", "fast"),
+        (77, 77, "ace_mx32", "fast"),  # products' grid 2^(-56 - 56 - 14) = 2^-126
+        (77, 76, "ace_mx", "fast"),  # one step finer: binary64, whose proof sees the true grid
+        (253, 122, "ace_mx32", "fast"),  # -128 * 2^(253 - 133) = -2^127, partial sums below 2^125
+        (254, 122, "ace_mx", "fast"),  # -128 * 2^121 is no binary32 number
+        (0, 0x7F, "ace_mx", "exact"),  # 2^-133: tiny step results, the exact body
+    ],
+)
+def test_mxint8_runs_in_binary32_where_its_proof_holds(sa, sb, family, path):
+    rng = np.random.default_rng([sa, sb])
+    a, b = _int8_edges(21, 70, 19, rng)
+    scales = (np.full((21, 3), sa, np.uint8), np.full((3, 19), sb, np.uint8))
+    c = rng.standard_normal((21, 19)).astype(np.float32)
+    want = reference.matmul(a, b, "mxint8", c=c, isa="ace", scales=scales)
+    for tiling in ("1x1", "2x2"):
+        out = c.copy()
+        with plan.recording() as r:
+            tilegemm.matmul(a, b, "mxint8", tiling, out=out, accumulate=True, isa="ace", scales=scales)
+        assert_bits(out, want, f"{sa:#x} {sb:#x} {tiling}")
+        ((name, ran, _),) = r.calls
+        assert (name.split("-")[2], ran) == (family, path), name
+
+
+def test_mxint8_fine_c_grid_leaves_binary32():
+    """A C of 2^-104 puts C + s on a grid below 2^-126: neither fast body's proof holds."""
+    a, b = np.ones((2, 4), np.int8), np.ones((4, 2), np.int8)
+    c = np.float32([[2.0**-104, 1.0], [0.5, 0.25]])
+    out = c.copy()
+    with plan.recording() as r:
+        tilegemm.matmul(a, b, "mxint8", out=out, accumulate=True, isa="ace")
+    assert_bits(out, reference.matmul(a, b, "mxint8", c=c, isa="ace"), "C 2^-104")
+    assert r.calls[-1][1] == "exact" and "-ace_mx-" in r.calls[-1][0]
+
+
+def test_mxint8_zero_sums_add_plus_zero(forced):
+    """A step whose four products are -0 adds s = +0 (G-2's rule): C = -0 becomes +0, where a
+    binary32 sum of the products would be -0 and keep it."""
+    a, b = np.zeros((1, 4), np.int8), np.full((4, 1), -3, np.int8)
+    out = np.full((1, 1), -0.0, np.float32)
+    tilegemm.matmul(a, b, "mxint8", out=out, accumulate=True, isa="ace")
+    assert out.view(np.uint32)[0, 0] == 0
+    assert_bits(out, reference.matmul(a, b, "mxint8", c=np.full((1, 1), -0.0, np.float32), isa="ace"), "-0")
+
+
+def test_a_fallback_plan_has_no_entry():
+    k = tilegemm.dispatch.lookup("ace", "mxint8", "2x2")
+    with plan.forced_path("exact"):
+        p = plan.make_plan(k, None, (0, 1), (0, 1), None)
+    assert p.path == "fallback"
+    with pytest.raises(RuntimeError, match="the proof failed; run family 'ace_mx'"):
+        _ = p.entry
+
+
 # -- the independent rounding helpers --------------------------------------------------------------
 
 

@@ -9,11 +9,14 @@
   ``ace_fp8_specials="ieee_like"``), MXINT8 as ``code * 2^-6``.
 - :func:`a_panels` / :func:`b_blocks`: layout ``"mx64"``, each value times its block scale in
   binary64 (exact: a power-of-two scaling of at most 8 significant bits), a NaN scale giving NaN;
-  layout ``"f32keep"``, BF16 as float32 with denormals kept (TOP2BF16PS reads no input as zero).
-  Each also returns what the fast-path proof (``tilegemm.plan``) needs.
+  layout ``"mx32"`` (MXINT8), the same scaled values in binary32; layout ``"f32keep"``, BF16 as
+  float32 with denormals kept (TOP2BF16PS reads no input as zero). Each also returns what the
+  fast-path proof (``tilegemm.plan``) needs.
 
 This module rearranges, widens and scales exact values; it never rounds (``formats`` converts
-user values to codes).
+user values to codes). The one exception is ``"mx32"``: a scaled value outside binary32's normal
+range would round there, but its range then fails that layout's proof, and the call runs the
+``"mx64"`` family instead (``tilegemm.dispatch.Family.fallback``).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ __all__ = [
 ]
 
 #: The layouts of the ACE kernel families (``tilegemm.dispatch.FAMILIES``).
-LAYOUTS = ("mx64", "f32keep")
+LAYOUTS = ("mx64", "mx32", "f32keep")
 E8M0_ONE = 0x7F  # 2^0
 E8M0_NAN = 0xFF
 _NO_EXPONENT = -32768
@@ -192,32 +195,45 @@ def _scale_floor(codes: np.ndarray | None) -> int:
 
 @njit(cache=True, parallel=True)
 def _pack_a_mx(src, vals, exps, spow, sa, dst):
-    """src (nA, M, K) codes -> dst (nA, MT, KB, 16, k_step) scaled binary64 values (zero-filled
-    beforehand); sa (nA, M, blocks) E8M0 codes. Returns the largest exponent of a non-zero
-    finite value, before scaling (-32768: none)."""
+    """src (nA, M, K) codes -> dst (nA, MT, KB, 16, k_step) values times their block scales
+    (zero-filled beforehand; binary64, or binary32 for ``"mx32"``, converted from the exact
+    binary64 product); sa (nA, M, blocks) E8M0 codes. Returns the largest exponent of a non-zero
+    finite value before scaling, and the smallest and largest of those values after scaling by a
+    scale that is not NaN (-32768, 32767, -32768 where there are none)."""
     nA, M, K = src.shape
     k_step = dst.shape[4]
     hi = np.full(nA * M, -32768, np.int32)
+    lo_s = np.full(nA * M, 32767, np.int32)
+    hi_s = np.full(nA * M, -32768, np.int32)
     for row in prange(nA * M):
         a = row // M
         m = row % M
-        rhi = -32768
+        rhi, slo, shi = -32768, 32767, -32768
         for kb in range(-(-K // k_step)):
             out = dst[a, m // 16, kb, m % 16]
             for kin in range(min(k_step, K - kb * k_step)):
                 k = kb * k_step + kin
                 c = np.uint8(src[a, m, k])
-                out[kin] = vals[c] * spow[sa[a, m, k // 32]]
-                rhi = max(rhi, np.int32(exps[c]))
+                s = sa[a, m, k // 32]
+                out[kin] = vals[c] * spow[s]
+                e = np.int32(exps[c])
+                rhi = max(rhi, e)
+                if e != -32768 and s != 0xFF:
+                    es = e + np.int32(s) - 127
+                    slo = min(slo, es)
+                    shi = max(shi, es)
         hi[row] = rhi
-    return hi.max()
+        lo_s[row] = slo
+        hi_s[row] = shi
+    return hi.max(), lo_s.min(), hi_s.max()
 
 
 def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scales, options):
     """A (nA, M, K) codes (or float32 headed for the format, rounded here once) as the ACE panels
     ``(nA, M_tiles, k_blocks, 16, k_block)``, and the range the proof reads: for ``"mx64"``
-    (smallest scale exponent, largest unscaled value exponent), for ``"f32keep"`` (smallest,
-    largest exponent), None where A has no non-zero finite value. ``scales``: A's E8M0 codes
+    (smallest scale exponent, largest unscaled value exponent), for ``"mx32"`` (smallest, largest
+    exponent of the scaled values), for ``"f32keep"`` (smallest, largest exponent), None where A
+    has no non-zero finite value. ``scales``: A's E8M0 codes
     ``(nA, M, blocks)`` or None (all 1.0)."""
     nA, M, K = a.shape
     panels = (nA, -(-M // 16), k_blocks, 16, instr.k_block)
@@ -228,8 +244,12 @@ def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scal
     fmt = instr.a
     if scales is None:
         scales = np.full((nA, M, -(-K // instr.scale_block)), E8M0_ONE, np.uint8)
-    dst = np.zeros(panels, np.float64)
-    hi = _pack_a_mx(a, values(fmt, _ieee(options)), _exponents(fmt, _ieee(options)), scale_values(), scales, dst)
+    dst = np.zeros(panels, np.float32 if layout == "mx32" else np.float64)
+    hi, lo_s, hi_s = _pack_a_mx(
+        a, values(fmt, _ieee(options)), _exponents(fmt, _ieee(options)), scale_values(), scales, dst
+    )
+    if layout == "mx32":
+        return dst, (None if lo_s > hi_s else (int(lo_s), int(hi_s)))
     return dst, (None if hi == _NO_EXPONENT else (_scale_floor(scales), int(hi)))
 
 
@@ -260,6 +280,7 @@ def b_blocks(fmt: NumberFormat, layout: str, el: np.ndarray, scales, options, bl
     ``(batch, NB, KB, 16, group, 16)`` and the proof's range (as :func:`a_panels`). ``"mx64"``:
     ``[k][n]`` binary64 values times their block scales; ``"f32keep"``: ``[pair][element][n]``
     float32.
+    ``"mx32"``: those values in binary32 (the range: of the scaled values, as for A).
     ``scales``: B's E8M0 codes ``(..., blocks, N)`` or None."""
     flat = el.reshape((-1,) + el.shape[-5:])
     nB, KB, NB, R, n, g = flat.shape
@@ -279,6 +300,12 @@ def b_blocks(fmt: NumberFormat, layout: str, el: np.ndarray, scales, options, bl
         * factor.transpose(0, 1, 3, 2, 4)[:, :, :, :, None, :, None]
     )
     out = scaled.reshape(nB, KB, NB, R, n, g).transpose(0, 2, 1, 3, 5, 4)  # [k = 4r + j][n]
+    if layout == "mx32":
+        live = out[np.isfinite(out) & (out != 0)]
+        e = np.frexp(live)[1] - 1
+        with np.errstate(over="ignore"):  # out of binary32's range: the proof refuses the layout
+            out32 = np.ascontiguousarray(out, np.float32)
+        return out32, ((int(e.min()), int(e.max())) if live.size else None)
     exps = _exponents(fmt, ieee)[flat]
     hi = int(exps.max()) if exps.size else _NO_EXPONENT
     rng = None if hi == _NO_EXPONENT else (_scale_floor(scales), hi)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
@@ -402,6 +402,9 @@ class _Call:
             c_range = exponent_range(C3, denormals=not instr.dst_daz) if self.accumulate else None
             b_range = packed.exponent_range(family.b_layout, instr.daz_inputs, self.options)
         p = plan.make_plan(self.kernel, None, a_range, b_range, c_range)
+        if p.path == "fallback" and family.fallback is not None:  # the proof failed: the fallback runs
+            other = replace(self.kernel, family=dispatch.FAMILIES[family.fallback])
+            return replace(self, kernel=other).run(a_in, packed, C3)
         ia = _batch_index(a_batch, self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
         family.run_prepare(instr, A, B, C3, ib, self.K)

@@ -59,7 +59,8 @@ class Family:
         element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats),
         ``"f16"`` binary16 codes (``[k][n]`` for B, as ``"f32"`` orders values), or ``"bytes"``
         the 8-bit codes; for ACE (``tilegemm.ace``) ``"mx64"``, binary64 values times
-        their MX block scales, and ``"f32keep"``, float32 values with denormals kept.
+        their MX block scales, ``"mx32"``, the same in binary32, and ``"f32keep"``, float32
+        values with denormals kept.
     prepare:
         ``"module:function"`` run on the packed operands just before the kernel,
         ``f(instr, A, B, C, ib, k)``: a step of the instruction sequence that is not a tile
@@ -71,6 +72,11 @@ class Family:
         completes with the B format's name (``"gemm_pairs_{b}"``), or None: the family runs the
         superblock loop only. It reads A as the caller gave it (codes, or float32 rounded while
         packed) and B as packed (``PackedB.data``), and decides the path per block.
+    fallback:
+        The family a call runs instead where this family's proof fails (its layouts, its own
+        proof and entries), or None. A family with a fallback has no exact entry of its own:
+        ``exact`` names its fast one, which the planner never picks unproven
+        (``tilegemm.plan.make_plan`` answers ``"fallback"``).
     """
 
     name: str
@@ -84,6 +90,7 @@ class Family:
     prepare: str | None = None
     c_view: str | None = None
     blocked: str | None = None
+    fallback: str | None = None
 
     def run_prepare(self, instr, A, B, C, ib, k) -> None:
         """Run :attr:`prepare`, if any (imported on first use)."""
@@ -137,6 +144,18 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
         "fp8quads": Family("fp8quads", "gemm_fp8_fast", "gemm_fp8_exact", "FP8_FAST", "f64", "f64", True, "tile_fp8"),
         # ACE: MX values scaled by their block scales (binary64), and BF16 as float32 without DAZ.
         "ace_mx": Family("ace_mx", "gemm_ace_mx_fast", "gemm_ace_mx_exact", "ACE_MX_FAST", "mx64", "mx64", True),
+        # MXINT8 in binary32: a step's four products share one scale pair and sum exactly there
+        # while the scaled values stay binary32 normals (tilegemm.plan); else ace_mx.
+        "ace_mx32": Family(
+            "ace_mx32",
+            "gemm_ace_mx32_fast",
+            "gemm_ace_mx32_fast",
+            "ACE_MX32_FAST",
+            "mx32",
+            "mx32",
+            True,
+            fallback="ace_mx",
+        ),
         "ace_bf16": Family(
             "ace_bf16", "gemm_ace_bf16_fast", "gemm_ace_bf16_exact", "ACE_BF16_FAST", "f32keep", "f32keep", True
         ),

@@ -83,7 +83,13 @@ def _probe(isa, dtype, tiling):
     lanes = instr.a.lanes  # values per element: a complex element is two
     step = fam.superblock_step(kern.rows, kern.cols, instr.lanes, tuple(0 for _ in instr.switches))
     k = instr.k_block * lanes
-    layout_dtypes = {"f32": np.float32, "f64": np.float64, "mx64": np.float64, "f32keep": np.float32}
+    layout_dtypes = {
+        "f32": np.float32,
+        "f64": np.float64,
+        "mx64": np.float64,
+        "mx32": np.float32,
+        "f32keep": np.float32,
+    }
     A = np.zeros(kern.rows * 16 * k, layout_dtypes.get(fam.a_layout, instr.a.storage))
     B = np.zeros(kern.cols * 16 * k, layout_dtypes.get(fam.b_layout, instr.b.storage))
     C = np.zeros(kern.rows * kern.cols * 256 * instr.lanes, fam.c_view or instr.kernel_acc)

@@ -66,7 +66,9 @@ BLOCK_PATHS = ("flag", "exact")
 FORCED_PATH: str | None = None
 
 
-def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
+def fast_path_ok(
+    instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None, layout: str | None = None
+) -> bool:
     """True when plain FMA code provably returns the bits of the exact instruction sequence.
 
     Rule: let an input have ``p`` significant bits (BF16 8, FP16 11, C 24) so that a value with
@@ -91,9 +93,31 @@ def fast_path_ok(instr: Instruction, a_range: Range, b_range: Range, c_range: Ra
     can be tiny while that grid and C's (``c_range[0] - 23``) are at least 2^-126: the flush never
     acts, and one ``fptrunc`` and one ``fadd`` are the instruction's roundings (``kernels/ace.py``).
 
+    MXINT8 in binary32 (``layout="mx32"``, ``kernels/ace.py``) takes the exponent ranges of the
+    scaled values themselves. A step's four products share one scale pair, so their sum is an
+    integer of at most 17 bits (``|a|, |b| <= 2^7``) times ``2^(sa + sb - 266)``: exact in binary32
+    while nothing leaves its normal range. So: every scaled value normal (``E >= -126``, which
+    also keeps the caller's DAZ away) and finite (``E <= 127``); every partial sum below 2^128
+    (``Ea_max + Eb_max + 2 + log2(4) <= 127``); and, as above, the grid of the products
+    (``2^(Ea_min - 7 + Eb_min - 7)``: a value of exponent E is a multiple of ``2^(E - 7)``) and of
+    C at least 2^-126, so no result is tiny. Then ``C + (a0*b0 + a1*b1 + a2*b2 + a3*b3)`` in
+    binary32, in any order, is the instruction's exact sum, its one rounding and its add.
+
     A denormal operand (exponent -127 here; only paths that keep denormals have them) fails the
     proof: the caller's MXCSR.DAZ would change how vector code reads it.
     """
+    if layout == "mx32":
+        if a_range is None or b_range is None:
+            return True  # every product is zero: each step adds +0
+        bits = 8 * instr.a.storage.itemsize  # the integers' width: |a| <= 2^(bits - 1)
+        terms = (instr.k_step - 1).bit_length()
+        assert instr.a.minifloat is None and 2 * bits + terms <= 24, instr.mnemonic  # a step's sum is exact
+        normal = min(a_range[0], b_range[0]) >= -126 and max(a_range[1], b_range[1]) <= 127
+        below = a_range[1] + b_range[1] + 2 + terms <= 127
+        grid = a_range[0] + b_range[0] - 2 * (bits - 1)
+        if c_range is not None:
+            grid = min(grid, c_range[0] - 23)
+        return normal and below and grid >= -126
     if instr.scale_block:
         if a_range is None or b_range is None:
             return True  # every product is zero: each step adds +0
@@ -175,9 +199,10 @@ def forced_path(path: str | None) -> Iterator[None]:
 class Plan:
     """What runs: the kernel, the entry point chosen for these operands, and why.
 
-    ``path``: ``"fast"`` or ``"exact"`` (the superblock loop's entry points), or ``"blocks"``
-    (a blocked kernel: each block its own path), ``"flag"`` / ``"exact"`` forced for every block
-    of a blocked kernel."""
+    ``path``: ``"fast"`` or ``"exact"`` (the superblock loop's entry points), ``"fallback"``
+    (the proof failed for a family with a fallback: the call runs that family instead), or
+    ``"blocks"`` (a blocked kernel: each block its own path), ``"flag"`` / ``"exact"`` forced for
+    every block of a blocked kernel."""
 
     kernel: Kernel
     path: str
@@ -187,6 +212,8 @@ class Plan:
     def entry(self) -> Callable[..., Any]:
         if self.kernel.blocked is not None:
             return self.kernel.blocked
+        if self.path == "fallback":
+            raise RuntimeError(f"{self.kernel.name}: the proof failed; run family {self.kernel.family.fallback!r}")
         return self.kernel.fast if self.path == "fast" else self.kernel.exact
 
     @property
@@ -219,10 +246,12 @@ def make_plan(kernel: Kernel, threads: int | None, a_range: Range, b_range: Rang
     kernel needs none: it applies the rule per block)."""
     if kernel.blocked is not None:
         return Plan(kernel, FORCED_PATH or "blocks", threads)
-    if FORCED_PATH is not None and kernel.family.needs_proof:
-        return Plan(kernel, "exact", threads)
-    proven = not kernel.family.needs_proof or fast_path_ok(kernel.instruction, a_range, b_range, c_range)
-    return Plan(kernel, "fast" if proven else "exact", threads)
+    family = kernel.family
+    unproven = "fallback" if family.fallback is not None else "exact"
+    if FORCED_PATH is not None and family.needs_proof:
+        return Plan(kernel, unproven, threads)
+    proven = not family.needs_proof or fast_path_ok(kernel.instruction, a_range, b_range, c_range, family.a_layout)
+    return Plan(kernel, "fast" if proven else unproven, threads)
 
 
 #: The paths a blocked kernel counts, in the order of its counts (K steps of one body's block).

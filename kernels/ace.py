@@ -436,26 +436,20 @@ def _f32_steps(mr: int, width: int, group: int, plus_zero: bool):
         def step(t, flat):
             k0 = builder.mul(t, _const(group))
             base = builder.add(b_off, builder.mul(k0, _const(_TILE)))
-            b = [
-                [
+            k = [builder.add(arow[r], k0) for r in range(mr)]
+            s: list = [None] * (mr * parts)
+            for e in range(group):  # element by element: one element's B vectors live at a time
+                b = [
                     builder.load(_ptr(builder, bp, builder.add(base, _const(_TILE * e + width * v)), vt), align=4)
                     for v in range(parts)
                 ]
-                for e in range(group)
-            ]
-            out = []
-            for r in range(mr):
-                k = builder.add(arow[r], k0)
-                a = [
-                    _splat(builder, builder.load(_ptr(builder, ap, builder.add(k, _const(e)))), vt)
-                    for e in range(group)
-                ]
-                for v in range(parts):
-                    s = builder.fmul(a[0], b[0][v])  # exact under the proof, as every partial sum
-                    for e in range(1, group):
-                        s = builder.call(fma, [a[e], b[e][v], s])
-                    out.append(builder.fadd(flat[r * parts + v], s))  # the step's add into C
-            return out
+                for r in range(mr):
+                    a = _splat(builder, builder.load(_ptr(builder, ap, builder.add(k[r], _const(e)))), vt)
+                    for v in range(parts):
+                        i = r * parts + v
+                        # exact under the proof, as every partial sum
+                        s[i] = builder.fmul(a, b[v]) if e == 0 else builder.call(fma, [a, b[v], s[i]])
+            return [builder.fadd(flat[i], s[i]) for i in range(mr * parts)]  # the step's add into C
 
         final = ir_loop(builder, nsteps, step, init)
         for r in range(mr):

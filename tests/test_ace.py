@@ -368,6 +368,22 @@ def test_extreme_scales_and_values(dtype, forced):
     assert_bits(tilegemm.matmul(a, b, dtype, isa="ace", scales=(sa, sb)), want, dtype)
 
 
+def test_top2bf16_float32_a_rounds_once_and_keeps_denormals(forced):
+    """float32 A is rounded to BF16 (ties to even) in the pass that makes its panels, and a value
+    that rounds to a BF16 denormal stays one: TOP2BF16PS reads no input as zero. B's column of
+    2^100 lifts the denormals' products far above 2^-126. The expected bits come from ml_dtypes'
+    rounding."""
+    ties = [1 + 2.0**-8, 1 + 3 * 2.0**-8, -(1 + 2.0**-9), 0.75, 2.0**-100, -3.0]  # two ties, one below
+    tiny = [2.0**-130, -3 * 2.0**-133, 3 * 2.0**-134, 0.0, 2.0**-127 * (1 + 2.0**-8), 0.0]  # all denormals
+    a = np.float32([ties, tiny, ties[::-1]])
+    b = np.ones((6, 3), np.float32)
+    b[:, 1] = 2.0**100
+    b[:, 2] = np.linspace(-2, 2, 6)
+    want = reference.matmul(a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16), "bf16", isa="ace")
+    assert want[1, 1] != 0
+    assert_bits(tilegemm.matmul(a, b, "bf16", isa="ace"), want, "float32 A")
+
+
 @pytest.mark.parametrize("reading", ["sde", "spec", "rs", "gcc_chain"])
 def test_top2bf16_random_with_denormals(reading, forced):
     rng = np.random.default_rng(len(reading))

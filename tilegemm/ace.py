@@ -26,6 +26,7 @@ import functools
 import numpy as np
 from numba import njit, prange
 
+from . import convert
 from .formats import NumberFormat
 from .instructions import Instruction
 
@@ -232,15 +233,20 @@ def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scal
     """A (nA, M, K) codes (or float32 headed for the format, rounded here once) as the ACE panels
     ``(nA, M_tiles, k_blocks, 16, k_block)``, and the range the proof reads: for ``"mx64"``
     (smallest scale exponent, largest unscaled value exponent), for ``"mx32"`` (smallest, largest
-    exponent of the scaled values), for ``"f32keep"`` (smallest, largest exponent), None where A
-    has no non-zero finite value. ``scales``: A's E8M0 codes
+    exponent of the scaled values), for ``"f32keep"`` (smallest, largest exponent, a denormal
+    counting as one below -126, which the proof refuses), None where A has no non-zero finite
+    value. ``scales``: A's E8M0 codes
     ``(nA, M, blocks)`` or None (all 1.0)."""
     nA, M, K = a.shape
     panels = (nA, -(-M // 16), k_blocks, 16, instr.k_block)
+    if layout == "f32keep":  # BF16 widened with denormals kept, float32 rounded in the same pass
+        out = np.zeros(panels, np.uint32)
+        f32 = a.dtype == np.float32
+        mode = convert.MODE_F32_TO_BF16_KEEP if f32 else convert.MODE_BF16_KEEP
+        lo, hi = convert.pack_a_float(a.view(np.uint32) if f32 else a, mode, out)
+        return out.view(np.float32), (None if lo > hi else (int(lo), int(hi)))
     if a.dtype == np.float32 and instr.a.f32_round is not None:
         a = instr.a.f32_round(a.view(np.uint32))
-    if layout == "f32keep":
-        return _f32keep_panels(a, panels)
     fmt = instr.a
     if scales is None:
         scales = np.full((nA, M, -(-K // instr.scale_block)), E8M0_ONE, np.uint8)
@@ -263,16 +269,6 @@ def _f32_range(codes: np.ndarray) -> tuple[int, int] | None:
         return (_DENORMAL, _DENORMAL) if denormal.any() else None
     lo = _DENORMAL if denormal.any() else int(e[normal].min()) - 127
     return lo, int(e[normal].max()) - 127
-
-
-def _f32keep_panels(a: np.ndarray, panels) -> tuple[np.ndarray, tuple[int, int] | None]:
-    nA, MT, KB, _, width = panels
-    M, K = a.shape[1], a.shape[2]
-    padded = np.zeros((nA, MT * 16, KB * width), np.uint16)
-    padded[:, :M, :K] = a
-    blocks = padded.reshape(nA, MT, 16, KB, width).transpose(0, 1, 3, 2, 4)
-    out = (blocks.astype(np.uint32) << 16).view(np.float32)
-    return np.ascontiguousarray(out), _f32_range(a)
 
 
 def b_blocks(fmt: NumberFormat, layout: str, el: np.ndarray, scales, options, block: int = 32):

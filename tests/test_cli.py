@@ -94,6 +94,8 @@ def test_info_lists_the_records(capsys):
     assert f"f16acc -> f16acc_native with avx512bw,avx512fp16,avx512vl: {here}" in out
     name = dispatch.lookup("avx512_fp16", "fp16", "2x2").name
     assert name in out and ("-f16acc_native-" in name) == (not lacks)
+    mx32 = dispatch.lookup("ace", "mxint8", "2x2").name
+    assert f"{mx32} " in out and "gemm_ace_mx32_fast (where its proof fails: family ace_mx)" in out
 
 
 def test_bench_body_times_the_binary64_bodies():

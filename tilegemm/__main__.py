@@ -236,6 +236,8 @@ def info(out=None) -> int:
                     k = dispatch.lookup(isa, dtype, "2x2")
                     b = k.body
                     kind = "blocked " + (k.blocked_name or "") if k.blocked_name else f"superblock {fam.fast}"
+                    if fam.fallback is not None:
+                        kind += f" (where its proof fails: family {fam.fallback})"
                     print(f"  {k.name:44} {b.rows} x {b.cols}, {b.width} lanes   {kind}", file=out)
     print("\nper-target table (kernels/targets.py): bodies rows x columns / lanes, K chunk, INT8 dot product", file=out)
     for e in targets.TABLE:

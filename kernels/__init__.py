@@ -6,6 +6,14 @@
 - ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state; the
   8-bit float decode (``fp8_fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
 - ``cfp16.py``, ``fp8.py``: the AMX-COMPLEX and AMX-FP8 tile multiplies (fast and exact bodies).
+- ``ace.py``: the ACE outer products, C rounded after every rank-4 (rank-2) step: the MX forms in
+  binary64 and, for MXINT8, in binary32; TOP2BF16PS in binary32 (fast and exact bodies).
+- ``targets.py``: register blocking per target, the one table the bodies take their shapes from,
+  and the families that run an instruction itself where the target has it.
+- ``blocked.py``, ``bodies.py``: the blocked GEMM drivers (B read as packed, the proof per block)
+  and their register-blocked bodies.
+- ``rounding.py``, ``onednn.py``: the 16-bit float conversions on bit patterns, and oneDNN's
+  brgemm epilogue operations; ``_cache.py``: where compiled code is cached.
 - ``isa.py``: the other CPUs' paths (``gemm_i8sat``, ``gemm_i16pairs``, ``gemm_f32fma_*``,
   ``gemm_f16acc``): their tile bodies and IEEE ``fma32_ieee``/``fma16`` without flushes.
 
@@ -22,7 +30,9 @@ a kernel never converts, packs or checks input):
 - ``B``: ``(nB, NB, KB, 16, ...)`` C-contiguous, column panels first (``tilegemm.PackedB.kernel_b``): for int8 the
   packed VNNI bytes ``[quad][n][4]``; for floats exact float32 ``[pair][even/odd][n]``; for
   complex FP16 float32 ``[k][re/im][n]`` (A panels then hold (re, im) pairs, 2 * k_step values
-  a row); for the 8-bit floats exact binary64 ``[k][n]`` (A panels binary64 too).
+  a row); for the 8-bit floats exact binary64 ``[k][n]`` (A panels binary64 too); for ACE's
+  MX forms the values times their block scales, binary64 ``[k][n]`` (``"mx64"``) or, MXINT8
+  under its proof, binary32 (``"mx32"``), A panels alike.
 - ``C``: ``(nC, M, N)`` C-contiguous float32/int32 holding the starting values (zeros, or the
   caller's C already read with DAZ; complex results as ``(nC, M, 2N)`` interleaved float32).
   Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.

@@ -457,6 +457,7 @@ def test_mx32_proof_bounds():
     assert not ok((-40, 128), (-40, -10))  # a scaled value not a binary32 number
     assert ok((-50, 1), (-50, 1), (-103, 0)) and not ok((-50, 1), (-50, 1), (-104, 0))  # C's grid
     assert ok(None, (0, 1)) and ok((0, 1), None)  # every product zero: each step adds +0
+    assert not ok(None, (0, 128)) and not ok((0, 128), None)  # ... unless 0 * inf: NaN in binary32
 
 
 def _int8_edges(m, k, n, rng):
@@ -493,6 +494,27 @@ def test_mxint8_runs_in_binary32_where_its_proof_holds(sa, sb, family, path):
         assert (name.split("-")[2], ran) == (family, path), name
 
 
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_mxint8_zero_side_beside_a_value_beyond_binary32(side):
+    """One side all zero (or nonzero only under NaN scales, which its range skips), the other
+    holding -128 at scale 0xFE: -2^128, no binary32 number. The instruction's products are 0;
+    0 times a binary32 infinity would be NaN, so the call must leave binary32."""
+    zeros, big = np.zeros((2, 64), np.int8), np.full((2, 64), -128, np.int8)
+    s_zero, s_big = np.full((2, 2), 0x7F, np.uint8), np.full((2, 2), 0xFE, np.uint8)
+    zeros[0, :32], s_zero[0, 0] = 5, 0xFF  # live values only in a block whose scale is NaN
+    if side == "a":
+        a, b, scales = zeros, big.T.copy(), (s_zero, s_big.T.copy())
+    else:
+        a, b, scales = big, zeros.T.copy(), (s_big, s_zero.T.copy())
+    c = np.float32([[1.0, 2.0], [3.0, 4.0]])
+    want = reference.matmul(a, b, "mxint8", c=c, isa="ace", scales=scales)
+    out = c.copy()
+    with plan.recording() as r:
+        tilegemm.matmul(a, b, "mxint8", out=out, accumulate=True, isa="ace", scales=scales)
+    assert_bits(out, want, side)
+    assert "-ace_mx-" in r.calls[-1][0], r.calls[-1]
+
+
 def test_mxint8_fine_c_grid_leaves_binary32():
     """A C of 2^-104 puts C + s on a grid below 2^-126: neither fast body's proof holds."""
     a, b = np.ones((2, 4), np.int8), np.ones((4, 2), np.int8)
@@ -521,6 +543,8 @@ def test_a_fallback_plan_has_no_entry():
     assert p.path == "fallback"
     with pytest.raises(RuntimeError, match="the proof failed; run family 'ace_mx'"):
         _ = p.entry
+    with pytest.raises(ValueError, match="'ace_mx32' has no exact entry: where its proof fails, family 'ace_mx' runs"):
+        _ = k.exact
 
 
 # -- the independent rounding helpers --------------------------------------------------------------

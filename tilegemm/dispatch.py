@@ -48,7 +48,8 @@ class Family:
         The family key instruction records use.
     fast, exact:
         Entry points: ``exact`` is right for every input; ``fast`` for inputs that pass the
-        per-call proof when ``needs_proof`` (otherwise it is right for every input too).
+        per-call proof when ``needs_proof`` (otherwise it is right for every input too). A family
+        with a :attr:`fallback` repeats its fast entry here and never runs it as exact.
     variant:
         The fast body's variant constant in ``tilegemm.kernels.tiles`` (for reading its code).
     tile:
@@ -74,9 +75,9 @@ class Family:
         packed) and B as packed (``PackedB.data``), and decides the path per block.
     fallback:
         The family a call runs instead where this family's proof fails (its layouts, its own
-        proof and entries), or None. A family with a fallback has no exact entry of its own:
-        ``exact`` names its fast one, which the planner never picks unproven
-        (``tilegemm.plan.make_plan`` answers ``"fallback"``).
+        proof and entries), or None. A family with a fallback has no exact entry of its own: the
+        planner answers ``"fallback"`` where its proof fails (``tilegemm.plan.make_plan``), and
+        :meth:`entry` refuses ``"exact"``.
     """
 
     name: str
@@ -106,6 +107,10 @@ class Family:
         """The compiled entry point ``"fast"``, ``"exact"`` or ``"tile"`` (imported on first use)."""
         from .kernels import gemm
 
+        if which == "exact" and self.fallback is not None:
+            raise ValueError(
+                f"family {self.name!r} has no exact entry: where its proof fails, family {self.fallback!r} runs"
+            )
         return getattr(gemm, getattr(self, which))
 
     def superblock_step(self, rows: int, cols: int, lanes: int = 1, codes: tuple = ()) -> Callable[..., Any]:

@@ -101,14 +101,19 @@ def fast_path_ok(
     (``Ea_max + Eb_max + 2 + log2(4) <= 127``); and, as above, the grid of the products
     (``2^(Ea_min - 7 + Eb_min - 7)``: a value of exponent E is a multiple of ``2^(E - 7)``) and of
     C at least 2^-126, so no result is tiny. Then ``C + (a0*b0 + a1*b1 + a2*b2 + a3*b3)`` in
-    binary32, in any order, is the instruction's exact sum, its one rounding and its add.
+    binary32, in any order, is the instruction's exact sum, its one rounding and its add. Where one
+    side has no non-zero finite value, the other's must still be finite in binary32 (0 times its
+    infinity would be NaN where the instruction's product is 0).
 
     A denormal operand (exponent -127 here; only paths that keep denormals have them) fails the
     proof: the caller's MXCSR.DAZ would change how vector code reads it.
     """
     if layout == "mx32":
         if a_range is None or b_range is None:
-            return True  # every product is zero: each step adds +0
+            # Every product is zero, unless the other side holds a value binary32 cannot: 0 times
+            # its infinity would be NaN where the instruction's product is 0.
+            other = b_range if a_range is None else a_range
+            return other is None or other[1] <= 127
         bits = 8 * instr.a.storage.itemsize  # the integers' width: |a| <= 2^(bits - 1)
         terms = (instr.k_step - 1).bit_length()
         assert instr.a.minifloat is None and 2 * bits + terms <= 24, instr.mnemonic  # a step's sum is exact

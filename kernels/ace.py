@@ -478,8 +478,9 @@ def bf16_tile_rows(mr: int, width: int = 16):
 
 def steps_rows(body, mr_body: int):
     """A tile multiply of ``nsteps`` outer products from a body of ``mr_body`` rows, over the A
-    panel's 16 rows (zero-padded); a partial tile (mr < 16 or nc < 16) runs on a 16 x 16 scratch
-    copy of its C block, and only the real rows and columns are copied back."""
+    panel's first ``mr`` rows rounded up to whole bodies (the panel is zero-padded to 16 rows); a
+    partial tile (mr < 16 or nc < 16) runs on a 16 x 16 scratch copy of its C block, and only the
+    real rows and columns are copied back."""
 
     @njit(inline="always")
     def tile(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch):
@@ -491,7 +492,7 @@ def steps_rows(body, mr_body: int):
             tgt, t_off, t_ld = scratch, 0, _TILE
         else:
             tgt, t_off, t_ld = C, c_off, ldc
-        for mm in range(0, _TILE, mr_body):
+        for mm in range(0, mr, mr_body):
             body(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld, nsteps)
         if partial:
             for mm in range(mr):

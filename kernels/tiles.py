@@ -66,10 +66,12 @@ CF16, FP8Q = shape("cfp16"), shape("fp8quads")
 
 
 def _vector_rows(body, mr_body, lanes=1):
-    """A tile multiply from a 4-row vector body, always over the A panel's 16 rows.
+    """A tile multiply from an ``mr_body``-row vector body, over the A panel's first ``mr`` rows
+    rounded up to whole bodies.
 
-    A panels are zero-padded to 16 rows, so a partial tile (mr < 16 or nc < 16) runs in full on
-    a 16 x 16 scratch copy of its C block; only the real rows and columns are copied back.
+    A panels are zero-padded to 16 rows, so a partial tile (mr < 16 or nc < 16) runs on a 16 x 16
+    scratch copy of its C block; only the real rows and columns are copied back, and row groups
+    wholly past ``mr`` are not computed (as in ``isa.py``'s tiles).
     ``lanes``: C values per output (2 for complex results: offsets and ``ldc`` count values).
     """
     width = TILE * lanes
@@ -84,7 +86,7 @@ def _vector_rows(body, mr_body, lanes=1):
             tgt, t_off, t_ld = scratch, 0, width
         else:
             tgt, t_off, t_ld = C, c_off, ldc
-        for mm in range(0, TILE, mr_body):
+        for mm in range(0, mr, mr_body):
             body(A, a_off + mm * lda, lda, B, b_off, tgt, t_off + mm * t_ld, t_ld)
         if partial:
             for mm in range(mr):

@@ -9,9 +9,10 @@
   ``ace_fp8_specials="ieee_like"``), MXINT8 as ``code * 2^-6``.
 - :func:`a_panels` / :func:`b_blocks`: layout ``"mx64"``, each value times its block scale in
   binary64 (exact: a power-of-two scaling of at most 8 significant bits), a NaN scale giving NaN;
-  layout ``"mx32"`` (MXINT8), the same scaled values in binary32; layout ``"f32keep"``, BF16 as
-  float32 with denormals kept (TOP2BF16PS reads no input as zero). Each also returns what the
-  fast-path proof (``tilegemm.plan``) needs.
+  layout ``"mx32"`` (MXINT8), the same scaled values in binary32; for B, layout ``"f32keep"``,
+  BF16 as float32 with denormals kept (TOP2BF16PS reads no input as zero; its A panels are
+  ``tilegemm.packing``'s float pass without DAZ). Each also returns what the fast-path proof
+  (``tilegemm.plan``) needs.
 
 This module rearranges, widens and scales exact values; it never rounds (``formats`` converts
 user values to codes). The one exception is ``"mx32"``: a scaled value outside binary32's normal
@@ -26,7 +27,6 @@ import functools
 import numpy as np
 from numba import njit, prange
 
-from . import convert
 from .formats import NumberFormat
 from .instructions import Instruction
 
@@ -195,12 +195,13 @@ def _scale_floor(codes: np.ndarray | None) -> int:
 
 
 @njit(cache=True, parallel=True)
-def _pack_a_mx(src, vals, exps, spow, sa, dst):
+def _pack_a_mx(src, vals, exps, spow, sa, dst, scaled):
     """src (nA, M, K) codes -> dst (nA, MT, KB, 16, k_step) values times their block scales
     (zero-filled beforehand; binary64, or binary32 for ``"mx32"``, converted from the exact
-    binary64 product); sa (nA, M, blocks) E8M0 codes. Returns the largest exponent of a non-zero
-    finite value before scaling, and the smallest and largest of those values after scaling by a
-    scale that is not NaN (-32768, 32767, -32768 where there are none)."""
+    binary64 product); sa (nA, M, blocks) E8M0 codes. Returns what the layout's proof reads: the
+    largest exponent of a non-zero finite value before scaling (-32768: none), or with ``scaled``
+    the smallest and largest after scaling by a scale that is not NaN (32767, -32768: none); the
+    other entries as for none."""
     nA, M, K = src.shape
     k_step = dst.shape[4]
     hi = np.full(nA * M, -32768, np.int32)
@@ -218,8 +219,9 @@ def _pack_a_mx(src, vals, exps, spow, sa, dst):
                 s = sa[a, m, k // 32]
                 out[kin] = vals[c] * spow[s]
                 e = np.int32(exps[c])
-                rhi = max(rhi, e)
-                if e != -32768 and s != 0xFF:
+                if not scaled:
+                    rhi = max(rhi, e)
+                elif e != -32768 and s != 0xFF:
                     es = e + np.int32(s) - 127
                     slo = min(slo, es)
                     shi = max(shi, es)
@@ -230,29 +232,19 @@ def _pack_a_mx(src, vals, exps, spow, sa, dst):
 
 
 def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scales, options):
-    """A (nA, M, K) codes (or float32 headed for the format, rounded here once) as the ACE panels
-    ``(nA, M_tiles, k_blocks, 16, k_block)``, and the range the proof reads: for ``"mx64"``
-    (smallest scale exponent, largest unscaled value exponent), for ``"mx32"`` (smallest, largest
-    exponent of the scaled values), for ``"f32keep"`` (smallest, largest exponent, a denormal
-    counting as one below -126, which the proof refuses), None where A has no non-zero finite
-    value. ``scales``: A's E8M0 codes
-    ``(nA, M, blocks)`` or None (all 1.0)."""
+    """A (nA, M, K) codes as the ACE MX panels ``(nA, M_tiles, k_blocks, 16, k_block)``, and the
+    range the proof reads: for ``"mx64"`` (smallest scale exponent, largest unscaled value
+    exponent), for ``"mx32"`` (smallest, largest exponent of the scaled values), None where A has
+    no non-zero finite value. ``scales``: A's E8M0 codes ``(nA, M, blocks)`` or None (all 1.0).
+    (``"f32keep"`` A panels are ``tilegemm.packing``'s float pass without DAZ.)"""
     nA, M, K = a.shape
     panels = (nA, -(-M // 16), k_blocks, 16, instr.k_block)
-    if layout == "f32keep":  # BF16 widened with denormals kept, float32 rounded in the same pass
-        out = np.zeros(panels, np.uint32)
-        f32 = a.dtype == np.float32
-        mode = convert.MODE_F32_TO_BF16_KEEP if f32 else convert.MODE_BF16_KEEP
-        lo, hi = convert.pack_a_float(a.view(np.uint32) if f32 else a, mode, out)
-        return out.view(np.float32), (None if lo > hi else (int(lo), int(hi)))
-    if a.dtype == np.float32 and instr.a.f32_round is not None:
-        a = instr.a.f32_round(a.view(np.uint32))
     fmt = instr.a
     if scales is None:
         scales = np.full((nA, M, -(-K // instr.scale_block)), E8M0_ONE, np.uint8)
     dst = np.zeros(panels, np.float32 if layout == "mx32" else np.float64)
     hi, lo_s, hi_s = _pack_a_mx(
-        a, values(fmt, _ieee(options)), _exponents(fmt, _ieee(options)), scale_values(), scales, dst
+        a, values(fmt, _ieee(options)), _exponents(fmt, _ieee(options)), scale_values(), scales, dst, layout == "mx32"
     )
     if layout == "mx32":
         return dst, (None if lo_s > hi_s else (int(lo_s), int(hi_s)))

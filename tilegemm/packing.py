@@ -342,10 +342,11 @@ def a_panels(
 
     ``a`` holds codes, or float32 values headed for a 16-bit float format, which the same
     compiled pass rounds (RNE) and widens (or, for an 8-bit float, a compiled pass before it).
-    The ACE layouts are built by ``tilegemm.ace`` (``scales``: A's MX block scales,
-    ``(nA, M, blocks)``; ``options``: the call's switches).
+    The ACE MX layouts are built by ``tilegemm.ace`` (``scales``: A's MX block scales,
+    ``(nA, M, blocks)``; ``options``: the call's switches). ACE's ``"f32keep"`` A is the float
+    pass below: TOP2BF16PS reads its inputs without DAZ, so its modes keep BF16 denormals.
     """
-    if layout in ace.LAYOUTS:
+    if layout in ace.LAYOUTS and layout != "f32keep":
         return ace.a_panels(instr, layout, a, k_blocks, scales, options)
     nA, M, K = a.shape
     lanes = instr.a.lanes

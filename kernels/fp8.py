@@ -21,6 +21,9 @@ The instruction sums all products of a tile step exactly and rounds once (``docs
   least 2^-32 and a multiple of 2^-55 near any C it cancels), so plain ``fadd`` is exact whatever
   the caller's MXCSR says. NaN results become the default NaN. The non-default readings of the
   switches run the exact body.
+- fast over several steps (``fp8_steps_rows``, targets with 32 vector registers): the same sums,
+  with C in registers across the K steps of one call; it equals one ``fp8_tile_rows`` per step
+  (its docstring says why).
 
 Partial tiles and the K tail: A and B are zero-padded, and 0 * 0 adds +0, which changes no bit.
 """
@@ -35,9 +38,10 @@ from numba import njit
 from numba.core import cgutils
 
 from .exact import add32, round_scaled
+from .isa import _body
 from .vector import _F32, _I32, _TILE, _body_intrinsic, _const, _ptr, _splat, ir_loop
 
-__all__ = ["FP8_EXACT", "FP8_FAST", "fp8_tile_rows", "fp8_exact"]
+__all__ = ["FP8_EXACT", "FP8_FAST", "fp8_tile_rows", "fp8_steps_rows", "fp8_exact"]
 
 # Variants of the tile multiply (``variant`` in the kernel contract, ``tiles.tile_multiply``).
 FP8_EXACT, FP8_FAST = 20, 21
@@ -49,55 +53,104 @@ _UNIT = 2.0**32  # products in units of 2^-32
 _UNIT_INV = 2.0**-32
 
 
+def _k_sums(builder, width, mr, ap, bp, rows, b_off):
+    """The IR loop of one full step: per row, ``16 / width`` binary64 vectors of exact sums of 64
+    products (A elements broadcast, B rows of 16 columns), ``_UNROLL`` products per trip, which
+    keeps the IR (and the compile) small. Returns ``sums[r][v]``."""
+    vd = ir.VectorType(_F64, width)
+    parts = _TILE // width
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vd, [vd] * 3), f"llvm.fma.v{width}f64")
+
+    def trip(t, flat):
+        acc = [flat[r * parts : (r + 1) * parts] for r in range(mr)]
+        for u in range(_UNROLL):
+            k = builder.add(builder.mul(t, _const(_UNROLL)), _const(u))
+            bk = builder.add(b_off, builder.mul(k, _const(_TILE)))
+            bv = [
+                builder.load(_ptr(builder, bp, builder.add(bk, _const(width * v)), vd), align=8) for v in range(parts)
+            ]
+            for r in range(mr):
+                a = _splat(builder, builder.load(_ptr(builder, ap, builder.add(rows[r], k))), vd)
+                acc[r] = [builder.call(fma, [a, bv[v], acc[r][v]]) for v in range(parts)]
+        return [x for row in acc for x in row]
+
+    flat = ir_loop(builder, _K // _UNROLL, trip, [ir.Constant(vd, [0.0] * width)] * (mr * parts))
+    return [flat[r * parts : (r + 1) * parts] for r in range(mr)]
+
+
+def _daz(builder, c):
+    """Float32 vector ``c`` with every denormal read as a zero of its sign (on the bits)."""
+    vi = ir.VectorType(_I32, c.type.count)
+    bits = builder.bitcast(c, vi)
+    tiny = builder.icmp_unsigned("==", builder.and_(bits, _splat_i(vi, 0x7F800000)), _splat_i(vi, 0))
+    return builder.bitcast(builder.select(tiny, builder.and_(bits, _splat_i(vi, 0x80000000)), bits), c.type)
+
+
+def _store_indef(builder, x, ptr):
+    """Store float32 vector ``x``, a NaN lane as the default NaN."""
+    indef = builder.bitcast(_splat_i(ir.VectorType(_I32, x.type.count), 0xFFC00000), x.type)
+    builder.store(builder.select(builder.fcmp_unordered("uno", x, x), indef, x), ptr, align=4)
+
+
+def _splat_i(vi, x):
+    return ir.Constant(vi, [x] * vi.count)
+
+
 def fp8_tile_rows(mr: int, width: int = 4):
     """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc)``: one full TDP*F8PS for ``mr``
     rows x 16 columns of C, under the fast-path proof (module docstring). ``width``: doubles per
-    vector (8: zmm, 4: ymm), a divisor of 16. The K loop is an IR loop of ``_UNROLL`` products
-    per trip, which keeps the IR (and the compile) small."""
-    vd = ir.VectorType(_F64, width)
+    vector (8: zmm, 4: ymm), a divisor of 16. C is loaded, read with DAZ, added to and stored,
+    as one instruction does (the body for 16 vector registers, which the sums fill)."""
     vf = ir.VectorType(_F32, width)
-    vi = ir.VectorType(_I32, width)
-    parts = _TILE // width
 
     def emit(builder, sig, ap, bp, cp, rows, b_off, crow):
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vd, [vd] * 3), f"llvm.fma.v{width}f64")
-        arow = [rows(r) for r in range(mr)]
-
-        def trip(t, flat):  # _UNROLL products of K for every row and vector
-            acc = [flat[r * parts : (r + 1) * parts] for r in range(mr)]
-            for u in range(_UNROLL):
-                k = builder.add(builder.mul(t, _const(_UNROLL)), _const(u))
-                bk = builder.add(b_off, builder.mul(k, _const(_TILE)))
-                bv = [
-                    builder.load(_ptr(builder, bp, builder.add(bk, _const(width * v)), vd), align=8)
-                    for v in range(parts)
-                ]
-                for r in range(mr):
-                    a = _splat(builder, builder.load(_ptr(builder, ap, builder.add(arow[r], k))), vd)
-                    acc[r] = [builder.call(fma, [a, bv[v], acc[r][v]]) for v in range(parts)]
-            return [x for row in acc for x in row]
-
-        flat = ir_loop(builder, _K // _UNROLL, trip, [ir.Constant(vd, [0.0] * width)] * (mr * parts))
-        acc = [flat[r * parts : (r + 1) * parts] for r in range(mr)]
-
-        def splat_i(x):
-            return ir.Constant(vi, [x] * width)
-
-        exp_mask, sign_mask = splat_i(0x7F800000), splat_i(0x80000000)
-        indef = builder.bitcast(splat_i(0xFFC00000), vf)
+        sums = _k_sums(builder, width, mr, ap, bp, [rows(r) for r in range(mr)], b_off)
         for r in range(mr):
-            c0 = crow(r)
-            for v in range(parts):
-                s = builder.fptrunc(acc[r][v], vf)  # the exact sum, rounded once (RNE)
-                cptr = _ptr(builder, cp, builder.add(c0, _const(width * v)), vf)
-                dbits = builder.bitcast(builder.load(cptr, align=4), vi)
-                denormal = builder.icmp_unsigned("==", builder.and_(dbits, exp_mask), splat_i(0))
-                d = builder.bitcast(builder.select(denormal, builder.and_(dbits, sign_mask), dbits), vf)  # DAZ
-                out = builder.fadd(d, s)
-                out = builder.select(builder.fcmp_unordered("uno", out, out), indef, out)
-                builder.store(out, cptr, align=4)
+            for v, acc in enumerate(sums[r]):
+                cptr = _ptr(builder, cp, builder.add(crow(r), _const(width * v)), vf)
+                s = builder.fptrunc(acc, vf)  # the exact sum, rounded once (RNE)
+                _store_indef(builder, builder.fadd(_daz(builder, builder.load(cptr, align=4)), s), cptr)
 
     return _body_intrinsic(emit)
+
+
+def fp8_steps_rows(mr: int, width: int = 8):
+    """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps, a_step, b_step)``:
+    ``nsteps`` consecutive full TDP*F8PS for ``mr`` rows x 16 columns of C (``isa._body``: step
+    ``t`` reads the A panel at ``a_off + t * a_step`` and the B block at ``b_off + t * b_step``),
+    under the fast-path proof, with C in registers across the steps as float32 vectors of ``2 *
+    width`` lanes (two rounded binary64 vectors joined): per step one ``fptrunc`` and one
+    ``fadd``. This equals ``nsteps`` calls of :func:`fp8_tile_rows`: DAZ acts only on the first
+    step's C (every later C is a sum ``d + s``, never denormal), and a NaN C stays NaN through
+    every later ``fadd``, so mapping NaN to the default NaN once, at the store, gives the same
+    bits."""
+    vf = ir.VectorType(_F32, width)
+    vc = ir.VectorType(_F32, 2 * width)
+    halves = _TILE // width // 2
+    join = ir.Constant(ir.VectorType(_I32, 2 * width), list(range(2 * width)))
+
+    def emit(builder, sig, ap, bp, cp, crow, over_steps):
+        cptr = [
+            [_ptr(builder, cp, builder.add(crow(r), _const(2 * width * h)), vc) for h in range(halves)]
+            for r in range(mr)
+        ]
+
+        def one_step(arow, b_off, c):
+            sums = _k_sums(builder, width, mr, ap, bp, [arow(r) for r in range(mr)], b_off)
+            out = []
+            for r in range(mr):
+                s = [builder.fptrunc(x, vf) for x in sums[r]]  # the one rounding (RNE)
+                out.append(
+                    [builder.fadd(c[r][h], builder.shuffle_vector(s[2 * h], s[2 * h + 1], join)) for h in range(halves)]
+                )
+            return out
+
+        final = over_steps(one_step, [[_daz(builder, builder.load(p, align=4)) for p in row] for row in cptr])
+        for r in range(mr):
+            for h in range(halves):
+                _store_indef(builder, final[r][h], cptr[r][h])
+
+    return _body(emit)
 
 
 @njit(cache=True)

@@ -54,7 +54,7 @@ from .ace import (
 )
 from .cfp16 import CFP16_EXACT, CFP16_FAST, cfp16_exact, complex_tile_rows
 from .exact import add32, fma32
-from .fp8 import FP8_EXACT, FP8_FAST, fp8_exact, fp8_tile_rows
+from .fp8 import FP8_EXACT, FP8_FAST, fp8_exact, fp8_steps_rows, fp8_tile_rows
 from .targets import shape
 from .vector import float_dot_rows, float_tile_rows, int_tile_rows
 
@@ -102,6 +102,9 @@ _dot_fast_float = _vector_rows(float_dot_rows(VDP.rows, VDP.width), VDP.rows)
 _dot_fast_pair = _vector_rows(float_dot_rows(VDP.rows, VDP.width, 1), VDP.rows)
 _tile_fast_cfp16 = _vector_rows(complex_tile_rows(CF16.rows, CF16.width), CF16.rows, lanes=2)
 _tile_fast_fp8 = _vector_rows(fp8_tile_rows(FP8Q.rows, FP8Q.width), FP8Q.rows)
+# With 32 vector registers, AMX-FP8's fast body runs a chunk of K steps in one call with C in
+# registers (fp8.py), as isa.py's bodies do; a single step is a chunk of one.
+_steps_fast_fp8 = isa._rows_tile(fp8_steps_rows(FP8Q.rows, FP8Q.width), FP8Q.rows)
 
 # Variants of the float tile multiply (``variant`` in the kernel contract).
 AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3
@@ -174,10 +177,20 @@ def _cfp16_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch
     _tile_fast_cfp16(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
 
 
+if FP8Q.hold_c:
+
+    @njit(inline="always")
+    def _fp8_one_step(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch):
+        _steps_fast_fp8(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, 1, 0, 0)
+
+else:
+    _fp8_one_step = _tile_fast_fp8
+
+
 @njit(inline="always")
 def _fp8_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     if codes[0] == 0 and codes[1] == 0:
-        _tile_fast_fp8(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
+        _fp8_one_step(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
     else:  # the non-default readings of the switches: the exact body
         fp8_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes)
 
@@ -252,26 +265,44 @@ def _tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant
 
         return impl
 
+    if getattr(variant, "literal_value", None) == FP8_FAST and FP8Q.hold_c:  # C in registers across the steps
+
+        def impl(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
+            if codes[0] == 0 and codes[1] == 0:
+                _steps_fast_fp8(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, kb1 - kb0, TILE * lda, b_step)
+            else:  # the non-default readings of the switches: the exact body, step by step
+                _each_step(
+                    A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step
+                )
+
+        return impl
+
     def impl(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
-        for kb in range(kb0, kb1):
-            # The tail rule (docs/semantics.md, section 6): the last step runs ceil(remaining / group) groups.
-            ngroups = min(TILE, (k - kb * lda + group - 1) // group)
-            t = kb - kb0
-            tile_multiply(
-                A,
-                a_off + t * TILE * lda,
-                lda,
-                mr,
-                ngroups,
-                B,
-                b_off + t * b_step,
-                C,
-                c_off,
-                ldc,
-                nc,
-                scratch,
-                variant,
-                codes,
-            )
+        _each_step(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step)
 
     return impl
+
+
+@njit(inline="always")
+def _each_step(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
+    """``tile_steps`` as one ``tile_multiply`` per K step."""
+    for kb in range(kb0, kb1):
+        # The tail rule (docs/semantics.md, section 6): the last step runs ceil(remaining / group) groups.
+        ngroups = min(TILE, (k - kb * lda + group - 1) // group)
+        t = kb - kb0
+        tile_multiply(
+            A,
+            a_off + t * TILE * lda,
+            lda,
+            mr,
+            ngroups,
+            B,
+            b_off + t * b_step,
+            C,
+            c_off,
+            ldc,
+            nc,
+            scratch,
+            variant,
+            codes,
+        )

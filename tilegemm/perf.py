@@ -248,8 +248,9 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
 
 
 def _binary64_bodies(steps: int, peak: float | None, reps: int = 2000) -> list[BodyRate]:
-    """The bodies that sum 8-bit-float products exactly in binary64 (AMX-FP8: one K step of 64
-    products per call; ACE MX: ``4 * steps`` outer products of 4 products, at most a block's 16,
+    """The bodies that sum 8-bit-float products exactly in binary64 (AMX-FP8: ``steps`` K steps
+    of 64 products, each rounded into C, in one call where the body holds C in registers, else
+    one call per step; ACE MX: ``4 * steps`` outer products of 4 products, at most a block's 16,
     rounded into C after each), alone over one 16-row tile in L1, against the binary64 FMA
     peak."""
     from numba import njit
@@ -257,15 +258,27 @@ def _binary64_bodies(steps: int, peak: float | None, reps: int = 2000) -> list[B
     from .kernels import ace, fp8, targets
 
     f8, mx = targets.shape("fp8quads"), targets.shape("ace_mx")
-    f8_body, mx_body = fp8.fp8_tile_rows(f8.rows, f8.width), ace.mx_tile_rows(mx.rows, mx.width)
+    f8_body = fp8.fp8_steps_rows(f8.rows, f8.width) if f8.hold_c else fp8.fp8_tile_rows(f8.rows, f8.width)
+    mx_body = ace.mx_tile_rows(mx.rows, mx.width)
     mx_steps = min(4 * steps, 16)  # a block of ACE MX has at most 16 outer products
     f8_rows, mx_rows = f8.rows, mx.rows
 
-    @njit
-    def fp8_loop(A, B, C, reps):
-        for _ in range(reps):
-            for m in range(0, 16, f8_rows):
-                f8_body(A, m * 64, 64, B, 0, C, m * 16, 16)
+    if f8.hold_c:  # one call runs the steps, C in registers
+
+        @njit
+        def fp8_loop(A, B, C, reps):
+            for _ in range(reps):
+                for m in range(0, 16, f8_rows):
+                    f8_body(A, m * 64, 64, B, 0, C, m * 16, 16, steps, 1024, 1024)
+
+    else:
+
+        @njit
+        def fp8_loop(A, B, C, reps):
+            for _ in range(reps):
+                for m in range(0, 16, f8_rows):
+                    for t in range(steps):
+                        f8_body(A, t * 1024 + m * 64, 64, B, t * 1024, C, m * 16, 16)
 
     @njit
     def mx_loop(A, B, C, reps):
@@ -275,7 +288,7 @@ def _binary64_bodies(steps: int, peak: float | None, reps: int = 2000) -> list[B
 
     rng = np.random.default_rng(0)
     out = []
-    for name, shp, loop, k in (("fp8", f8, fp8_loop, 64), ("ace_mx", mx, mx_loop, 4 * mx_steps)):
+    for name, shp, loop, k in (("fp8", f8, fp8_loop, 64 * steps), ("ace_mx", mx, mx_loop, 4 * mx_steps)):
         A = rng.integers(-8, 8, 16 * k).astype(np.float64)  # small integers: every sum exact
         B = rng.integers(-8, 8, k * 16).astype(np.float64)
         C = np.zeros(256, np.float32)

@@ -77,16 +77,19 @@ def _pack_a(src, values, exps, dst):
     for row in prange(nA * M):
         a = row // M
         m = row % M
-        rlo, rhi = 32767, -32768
+        seen = np.zeros(256, np.uint8)  # the row's codes; their exponents after the copy, which stays branch-free
         for kb in range(-(-K // k_step)):
             out = dst[a, m // 16, kb, m % 16]
             for kin in range(min(k_step, K - kb * k_step)):
                 c = src[a, m, kb * k_step + kin]
                 out[kin] = values[c]
-                e = exps[c]
-                if e != -32768:
-                    rlo = min(rlo, e)
-                    rhi = max(rhi, e)
+                seen[c] = 1
+        rlo, rhi = 32767, -32768
+        for c in range(256):
+            e = exps[c]
+            if seen[c] and e != -32768:
+                rlo = min(rlo, e)
+                rhi = max(rhi, e)
         lo[row] = rlo
         hi[row] = rhi
     return lo.min(), hi.max()

@@ -104,7 +104,8 @@ _tile_fast_cfp16 = _vector_rows(complex_tile_rows(CF16.rows, CF16.width), CF16.r
 _tile_fast_fp8 = _vector_rows(fp8_tile_rows(FP8Q.rows, FP8Q.width), FP8Q.rows)
 # With 32 vector registers, AMX-FP8's fast body runs a chunk of K steps in one call with C in
 # registers (fp8.py), as isa.py's bodies do; a single step is a chunk of one.
-_steps_fast_fp8 = isa._rows_tile(fp8_steps_rows(FP8Q.rows, FP8Q.width), FP8Q.rows)
+fp8_steps_body = fp8_steps_rows(FP8Q.rows, FP8Q.width)
+_steps_fast_fp8 = isa._rows_tile(fp8_steps_body, FP8Q.rows)
 
 # Variants of the float tile multiply (``variant`` in the kernel contract).
 AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3

@@ -9,6 +9,7 @@ from conftest import KERNEL_CASES, SEED_TILINGS, families, use_family
 from kernel_tester import KernelTester, k_corners, k_values, mn_pairs
 
 from tilegemm import dispatch, plan
+from tilegemm.kernels import gemm
 
 
 def _paths(kernel):
@@ -78,6 +79,11 @@ def test_tester_covers_the_edges():
     mx = dispatch.lookup("ace", "mxfp8_e4m3", "2x2")
     assert k_values(mx) == (1, 3, 4, 5, 8, 64 * mx.k_chunk + 1)
     assert k_corners(mx) == (31, 32, 33, 63, 64, 65)
+    # AMX-FP8 past one body call of the loop that runs it (its own loop's chunk where the body
+    # holds C in registers: kernels/gemm.py)
+    f8 = dispatch.lookup("amx", "hf8", "2x2")
+    chunk = gemm.FP8_K_CHUNK if f8.body.hold_c else gemm.K_CHUNK
+    assert k_values(f8)[-1] == 64 * chunk + 1
 
 
 def test_tester_catches_a_wrong_kernel(monkeypatch):

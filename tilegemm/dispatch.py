@@ -260,12 +260,15 @@ class Kernel:
 
     @property
     def k_chunk(self) -> int:
-        """K steps per pass of the superblock loop (``tilegemm.kernels.gemm``), or the table's K
-        chunk of the blocked driver."""
-        from .kernels.gemm import K_CHUNK
+        """K steps per pass of the superblock loop (``tilegemm.kernels.gemm``), per body call of
+        AMX-FP8's own loop where its body holds C in registers, or the table's K chunk of the
+        blocked driver."""
+        from .kernels.gemm import FP8_K_CHUNK, K_CHUNK
 
         entry = self.table_entry
-        return int(entry.kc) if entry is not None else int(K_CHUNK)
+        if entry is not None:
+            return int(entry.kc)
+        return int(FP8_K_CHUNK) if getattr(self.body, "hold_c", False) else int(K_CHUNK)
 
     @property
     def fast(self) -> Callable[..., Any]:

@@ -548,3 +548,28 @@ def test_caller_ftz_daz_does_not_change_bits(path):
     for g, w, (a, b, dtype, c, sw) in zip(got, want, runs):
         assert_bits(g, w, f"{dtype} {sw} under FTZ|DAZ")
         assert_bits(w, reference.matmul(a, b, dtype, c=c, **sw), f"{dtype} {sw}")
+
+
+@pytest.mark.parametrize("fmt", [BF8, HF8])
+def test_a_panels_hold_the_values_and_their_exponent_range(fmt):
+    """The A pass writes each code's binary64 value into its panel slot (zeros elsewhere) and
+    returns the smallest and largest exponent of the non-zero finite values, from the codes'
+    decoded values by frexp, not from the pass's own bit arithmetic; zeros, NaN and Inf codes do
+    not count, and a matrix of only those has no range."""
+    rng = np.random.default_rng(len(fmt.name))
+    for m, k in ((3, 1), (17, 70), (40, 129)):
+        codes = rng.integers(0, 256, (2, m, k), dtype=np.uint8)
+        codes[0, 0, 0] = 0x80  # -0
+        dst = np.zeros((2, -(-m // 16), -(-k // 64), 16, 64))
+        got = float8.pack_a(codes, fmt, dst)
+        values = fmt.decode(codes).astype(np.float64)
+        live = values[np.isfinite(values) & (values != 0)]
+        exps = np.frexp(live)[1] - 1
+        assert got == (int(exps.min()), int(exps.max()))
+        panels = np.zeros((2, -(-m // 16) * 16, -(-k // 64) * 64))
+        panels[:, :m, :k] = values
+        want = panels.reshape(2, -1, 16, dst.shape[2], 64).transpose(0, 1, 3, 2, 4)
+        np.testing.assert_array_equal(np.isnan(dst), np.isnan(want))
+        np.testing.assert_array_equal(dst[~np.isnan(dst)], want[~np.isnan(want)])
+    specials = np.array([[[0x00, 0x80, 0x7F, 0xFF]]], np.uint8)  # zeros and NaN in both formats
+    assert float8.pack_a(specials, fmt, np.zeros((1, 1, 1, 16, 64))) is None

@@ -22,10 +22,7 @@ from .formats import NumberFormat
 from .kernels import exact
 from .kernels._cache import stamp_with_dependencies
 
-__all__ = ["decode_table", "exponent_table", "pack_a"]
-
-#: Exponent-table entry of a code whose value is zero, NaN or infinite (no exponent to bound).
-NO_EXPONENT = np.int16(-32768)
+__all__ = ["decode_table", "pack_a"]
 
 
 @njit(cache=True)
@@ -56,20 +53,8 @@ def decode_table(fmt: NumberFormat) -> np.ndarray:
     return t
 
 
-@functools.cache
-def exponent_table(fmt: NumberFormat) -> np.ndarray:
-    """The unbiased binary exponent of every code's value, :data:`NO_EXPONENT` where the value is
-    zero, NaN or infinite (int16, read-only)."""
-    v = decode_table(fmt)
-    live = np.isfinite(v) & (v != 0)
-    e = np.full(256, NO_EXPONENT, np.int16)
-    e[live] = np.frexp(v[live])[1] - 1
-    e.flags.writeable = False
-    return e
-
-
 @njit(cache=True, parallel=True)
-def _pack_a(src, values, exps, dst):
+def _pack_a(src, values, dst):
     nA, M, K = src.shape
     k_step = dst.shape[4]
     lo = np.full(nA * M, 32767, np.int32)
@@ -77,21 +62,23 @@ def _pack_a(src, values, exps, dst):
     for row in prange(nA * M):
         a = row // M
         m = row % M
-        seen = np.zeros(256, np.uint8)  # the row's codes; their exponents after the copy, which stays branch-free
+        # Biased binary64 exponents of the row's values: zeros (0) and NaN/Inf (2047) left out by
+        # selects, so that both loops vectorize (every 8-bit float value is a binary64 normal).
+        elo, ehi = np.int64(2047), np.int64(0)
         for kb in range(-(-K // k_step)):
             out = dst[a, m // 16, kb, m % 16]
-            for kin in range(min(k_step, K - kb * k_step)):
-                c = src[a, m, kb * k_step + kin]
-                out[kin] = values[c]
-                seen[c] = 1
-        rlo, rhi = 32767, -32768
-        for c in range(256):
-            e = exps[c]
-            if seen[c] and e != -32768:
-                rlo = min(rlo, e)
-                rhi = max(rhi, e)
-        lo[row] = rlo
-        hi[row] = rhi
+            n = min(k_step, K - kb * k_step)
+            codes = src[a, m, kb * k_step : kb * k_step + n]
+            for kin in range(n):
+                out[kin] = values[codes[kin]]
+            bits = out[:n].view(np.int64)
+            for kin in range(n):
+                e = (bits[kin] >> 52) & 0x7FF
+                elo = min(elo, e if e != 0 else 2047)
+                ehi = max(ehi, e if e != 2047 else 0)
+        if elo <= ehi:
+            lo[row] = elo - 1023
+            hi[row] = ehi - 1023
     return lo.min(), hi.max()
 
 
@@ -99,7 +86,7 @@ def pack_a(src: np.ndarray, fmt: NumberFormat, dst: np.ndarray) -> tuple[int, in
     """``src`` (nA, M, K) codes -> ``dst`` (nA, MT, KB, 16, k_step) binary64 panels, zero-filled
     beforehand. Returns the smallest and largest exponent of the non-zero finite values (None:
     there are none)."""
-    lo, hi = _pack_a(src, decode_table(fmt), exponent_table(fmt), dst)
+    lo, hi = _pack_a(src, decode_table(fmt), dst)
     return None if lo > hi else (int(lo), int(hi))
 
 

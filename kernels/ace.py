@@ -505,7 +505,8 @@ def steps_rows(body, mr_body: int):
 # -- the tile multiplies ``tiles.tile_multiply`` runs for the ACE variants -------------------------
 
 _MX, _MX32, _BF = shape("ace_mx"), shape("ace_mx32"), shape("ace_bf16")
-_mx_fast = steps_rows(mx_tile_rows(_MX.rows, _MX.width), _MX.rows)
+mx_body = mx_tile_rows(_MX.rows, _MX.width)  # also run by the row-of-superblocks loop (gemm.py)
+_mx_fast = steps_rows(mx_body, _MX.rows)
 _mx32_fast = steps_rows(mx32_tile_rows(_MX32.rows, _MX32.width), _MX32.rows)
 _bf16_fast = steps_rows(bf16_tile_rows(_BF.rows, _BF.width), _BF.rows)
 

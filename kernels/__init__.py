@@ -1,6 +1,7 @@
 """tilegemm's compiled microkernels (installed as ``tilegemm.kernels``). Nothing else lives here.
 
-- ``gemm.py``: the tile loop (superblocks in ``prange``), shared by every instruction.
+- ``gemm.py``: the tile loop (superblocks in ``prange``), shared by every instruction; for the
+  binary64 AMX-FP8 and ACE MX paths on 32-register targets, rows of superblocks across N.
 - ``tiles.py``: one tile multiply per instruction family, chosen at compile time by operand type.
 - ``vector.py``: the register-blocked vector bodies, as explicit LLVM vector IR.
 - ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state; the

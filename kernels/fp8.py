@@ -121,7 +121,8 @@ def fp8_steps_rows(mr: int, width: int = 8):
     under the fast-path proof, with C in registers across the steps as float32 vectors of ``2 *
     width`` lanes (two rounded binary64 vectors joined): per step one ``fptrunc`` and one
     ``fadd``. This equals ``nsteps`` calls of :func:`fp8_tile_rows`: DAZ acts only on the first
-    step's C (every later C is a sum ``d + s``, never denormal), and a NaN C stays NaN through
+    step's C (every later C is a sum ``d + s`` of a C read with DAZ and a step sum that is +0
+    or at least 2^-32, never denormal: the module docstring says why), and a NaN C stays NaN through
     every later ``fadd``, so mapping NaN to the default NaN once, at the store, gives the same
     bits."""
     vf = ir.VectorType(_F32, width)

@@ -199,6 +199,9 @@ def gemm_cfp16_exact(A, B, C, ia, ib, k, rows, cols, rl_negate, im_lane_order):
 # loop's.
 FP8_K_CHUNK = 16
 _ROW_JOBS = 16  # at least this many jobs where N allows: work for every thread of a small M
+# Where the binary64 paths run that loop: targets with 32 vector registers, where the AMX-FP8 body
+# holds C in registers (the ACE MX body there is the 8-row zmm one).
+_ROWS_LOOP = tiles.FP8Q.hold_c
 
 
 def _rows_of_superblocks(job):
@@ -290,7 +293,7 @@ def _row_job(variant, body_rows, chunk, full_tile):
                                 variant,
                                 codes,
                                 k,
-                                4,
+                                k_step // TILE,
                                 kc0,
                                 kc0 + ns,
                                 block,
@@ -316,15 +319,16 @@ _gemm_fp8_rows = _rows_of_superblocks(_row_job(FP8_FAST, tiles.FP8Q.rows, FP8_K_
 
 @njit(inline="always")
 def _mx_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nblocks, k, kb0, block):
+    group = lda // TILE  # K elements per outer product
     for t in range(nblocks):  # the last block runs its own steps only
-        steps = min(TILE, (k - (kb0 + t) * lda + 3) // 4)
+        steps = min(TILE, (k - (kb0 + t) * lda + group - 1) // group)
         ace.mx_body(Af, a_off + t * TILE * lda, lda, Bf, b_off + t * block, Cf, c_off, ldc, steps)
 
 
 _gemm_mx_rows = _rows_of_superblocks(_row_job(ACE_MX_FAST, ace.shape("ace_mx").rows, 1 << 30, _mx_full_tile))
 
 
-if tiles.FP8Q.hold_c:
+if _ROWS_LOOP:
 
     @njit(cache=True, parallel=True)
     def gemm_fp8_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
@@ -348,7 +352,7 @@ def gemm_fp8_exact(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
 # ACE outer products: a block of 16 steps per tile multiply, C rounded after each step. The MX
 # entries take the switch codes of their dtype (3 for the FP8 forms, 2 for MXINT8), which change no
 # compared bit in the kernels (the FP8 decoding is in the operands); TOP2BF16PS takes ace_top2bf16.
-if ace.shape("ace_mx").width == 8:  # 32 vector registers: the row-of-superblocks loop
+if _ROWS_LOOP:
 
     @njit(cache=True, parallel=True)
     def gemm_ace_mx_fast(A, B, C, ia, ib, k, rows, cols, *codes):

@@ -252,7 +252,8 @@ def tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant,
     ``b_off``. A panels are dense (16 rows of one K step), so ``lda`` is also the number of K
     elements per step, which the tail rule of the last step counts with. The other CPUs' paths
     (isa.py) run all the steps in one call with C in registers: each C element there is one chain
-    in K order, which the steps continue."""
+    in K order, which the steps continue. So does AMX-FP8's fast body where it holds C in
+    registers (``FP8Q.hold_c``), rounding into C after each step."""
     raise NotImplementedError("only callable from compiled code")
 
 

@@ -573,3 +573,28 @@ def test_a_panels_hold_the_values_and_their_exponent_range(fmt):
         np.testing.assert_array_equal(dst[~np.isnan(dst)], want[~np.isnan(want)])
     specials = np.array([[[0x00, 0x80, 0x7F, 0xFF]]], np.uint8)  # zeros and NaN in both formats
     assert float8.pack_a(specials, fmt, np.zeros((1, 1, 1, 16, 64))) is None
+
+
+@pytest.mark.parametrize("dtype", FP8_DTYPES)
+def test_zero_sums_meet_every_kind_of_c_across_many_steps(dtype):
+    """Rows of A that are zero (every step adds +0) or -0 through the first 17 steps, beside C
+    values of every kind, over full tiles and K past one body call (16 steps): a denormal or -0 C
+    must become +0 at the first step and a NaN C the default NaN, however many steps follow."""
+    fa, fb = _formats(dtype)
+    rng = np.random.default_rng([3, len(dtype)])
+    m, k, n = 48, 17 * 64 + 5, 32
+    a = _mixed_codes(rng, (m, k), fa, specials=0.0)
+    b = _mixed_codes(rng, (k, n), fb, specials=0.0)
+    a[0::3] = 0x00
+    a[1::3, : 17 * 64] = 0x80
+    kinds = np.uint32([0x00000001, 0x80000001, 0x807FFFFF, 0x80000000, 0, 0x7F800000, 0xFF800000, 0x7FC00000])
+    c = rng.choice(kinds, (m, n)).view(np.float32)
+    want = reference.matmul(a, b, dtype, c=c)
+    for threads in (1, 2):
+        out = c.copy()
+        with tilegemm.plan.recording() as rec:
+            tilegemm.matmul(a, b, dtype, "2x2", out=out, accumulate=True, threads=threads)
+        assert rec.describe().endswith(": fast"), rec.describe()  # the path under test
+        assert_bits(out, want, f"{dtype} threads={threads}")
+        nan = np.isnan(out)
+        assert (out.view(np.uint32)[nan] == 0xFFC00000).all()

@@ -286,11 +286,17 @@ def _tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant
 
 
 @njit(inline="always")
+def step_groups(k, kb, lda, group):
+    """Groups of ``group`` K elements that K step ``kb`` (of ``lda`` elements) runs: 16, and in the
+    last step ceil(remaining / group) (the tail rule, docs/semantics.md, section 6)."""
+    return min(TILE, (k - kb * lda + group - 1) // group)
+
+
+@njit(inline="always")
 def _each_step(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
     """``tile_steps`` as one ``tile_multiply`` per K step."""
     for kb in range(kb0, kb1):
-        # The tail rule (docs/semantics.md, section 6): the last step runs ceil(remaining / group) groups.
-        ngroups = min(TILE, (k - kb * lda + group - 1) // group)
+        ngroups = step_groups(k, kb, lda, group)
         t = kb - kb0
         tile_multiply(
             A,

@@ -33,7 +33,10 @@ a kernel never converts, packs or checks input):
   complex FP16 float32 ``[k][re/im][n]`` (A panels then hold (re, im) pairs, 2 * k_step values
   a row); for the 8-bit floats exact binary64 ``[k][n]`` (A panels binary64 too); for ACE's
   MX forms the values times their block scales, binary64 ``[k][n]`` (``"mx64"``) or, MXINT8
-  under its proof, binary32 (``"mx32"``), A panels alike.
+  under its proof, binary32 (``"mx32"``), A panels alike; for the MX FP8 forms under theirs,
+  binary32 with bounds (``"mx32c"``): B ``(nB, NB, KB, k_step + 1, 16, 1)``, each block's
+  ``[k][n]`` rows then one row of a bound per outer product, and A panels ``(nA, M_tiles, KB,
+  16, k_step + 16)``, each row's values then a bound per outer product (``tilegemm.ace``).
 - ``C``: ``(nC, M, N)`` C-contiguous float32/int32 holding the starting values (zeros, or the
   caller's C already read with DAZ; complex results as ``(nC, M, 2N)`` interleaved float32).
   Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.

@@ -40,6 +40,19 @@ Bodies:
   value a normal, no partial sum at 2^128, no grid below 2^-126); where it fails, the call runs
   ``ace_mx``. As in the binary64 body, C + 0 first makes a C of -0 +0 (the sum is -0 when all four
   products are, where the instruction adds +0).
+- MX FP8 in binary32, step by step (``mx32c_tile_rows``, family ``ace_mx32c``, layout
+  ``"mx32c"``: the scaled values in binary32, each A row followed by one bound per step, each B
+  block by a row of them). Every product of a step is a multiple of the lowest set bit of its A
+  value times that of its B value, so every partial sum is a multiple of g = (the smallest such
+  bit among a row's four values) x (among a column's). A's bound is the largest ``sum |a|`` in
+  units of its row's bit over the body's rows, B's the largest ``max |b|`` in units of its
+  column's over a tile's 16 columns; their product bounds each partial sum in units of g. Where
+  it is at most 2^24 the step runs as MXINT8's does (every partial sum exact, the last fused
+  multiply-add the step's one rounding), elsewhere (or where a bound is not a number) as the MX
+  fast body does, in binary64 on the widened values (a function of its own, on C in memory). The
+  per-call proof of ``tilegemm.plan`` for ``"mx32c"`` is the MX fast body's (for those steps) and
+  binary32's range conditions on the scaled values (as for ``"mx32"``); where it fails, the call
+  runs ``ace_mx``.
 - BF16 exact (``ace_bf16_exact``): every reading of ``ace_top2bf16`` one binary32 operation at a
   time, on operands read from their bits (so that a caller's DAZ cannot touch a denormal input),
   with x86's NaN rules; results are written as bits (``gcc_chain`` and ``rs`` keep denormals).
@@ -69,6 +82,8 @@ __all__ = [
     "ACE_MX_EXACT",
     "ACE_MX_FAST",
     "ACE_MX32_FAST",
+    "ACE_MX32C_FAST",
+    "MX32C_EXACT",
     "ACE_BF16_EXACT",
     "ACE_BF16_FAST",
     "f32_bits",
@@ -79,17 +94,20 @@ __all__ = [
     "x86_fma",
     "mx_tile_rows",
     "mx32_tile_rows",
+    "mx32c_tile_rows",
     "bf16_tile_rows",
     "ace_mx_exact",
     "ace_bf16_exact",
     "ace_mx_fast",
     "ace_mx32_fast",
+    "ace_mx32c_fast",
     "ace_bf16_fast",
 ]
 
 # Variants of the tile multiply (``variant`` in the kernel contract, ``tiles.tile_multiply``).
 ACE_MX_EXACT, ACE_MX_FAST, ACE_BF16_EXACT, ACE_BF16_FAST = 40, 41, 42, 43
 ACE_MX32_FAST = 44  # MXINT8 in binary32 (``mx32_tile_rows``)
+ACE_MX32C_FAST = 45  # MX FP8 in binary32 where each step's bounds allow (``mx32c_tile_rows``)
 _F64 = ir.DoubleType()
 _QUIET = np.uint32(0x00400000)
 _INDEF = np.uint32(0xFFC00000)
@@ -415,40 +433,55 @@ def mx_tile_rows(mr: int, width: int = 8):
     return _steps_intrinsic(emit, f"tilegemm.ace_mx.{mr}x{width}")
 
 
+def _f32_c(builder, cp, crow, mr: int, width: int, plus_zero: bool):
+    """C's ``mr`` rows x 16 columns as binary32 vectors of ``width``: their pointers
+    ``[row][vector]`` and loaded values (flat). ``plus_zero``: C + 0 first, which makes a C of -0
+    +0 (for instructions that add s = +0 to a zero sum) and changes nothing else."""
+    vt = ir.VectorType(_F32, width)
+    parts = _TILE // width
+    cptr = [[_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vt) for v in range(parts)] for r in range(mr)]
+    init = [builder.load(cptr[r][v], align=4) for r in range(mr) for v in range(parts)]
+    if plus_zero:
+        init = [builder.fadd(c, ir.Constant(vt, [0.0] * width)) for c in init]
+    return cptr, init
+
+
+def _f32_sums(builder, ap, bp, k, base, mr: int, width: int, group: int) -> list:
+    """One step's ``fma(a_{g-1}, b_{g-1}, ... fma(a1, b1, a0*b0))`` per row and vector of 16
+    columns (flat), A's elements at ``k[r]``, B's rows of 16 at ``base``; element by element, so
+    that one element's B vectors live at a time."""
+    vt = ir.VectorType(_F32, width)
+    parts = _TILE // width
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3), f"llvm.fma.v{width}f32")
+    s: list = [None] * (mr * parts)
+    for e in range(group):
+        b = [
+            builder.load(_ptr(builder, bp, builder.add(base, _const(_TILE * e + width * v)), vt), align=4)
+            for v in range(parts)
+        ]
+        for r in range(mr):
+            a = _splat(builder, builder.load(_ptr(builder, ap, builder.add(k[r], _const(e)))), vt)
+            for v in range(parts):
+                i = r * parts + v
+                s[i] = builder.fmul(a, b[v]) if e == 0 else builder.call(fma, [a, b[v], s[i]])
+    return s
+
+
 def _f32_steps(mr: int, width: int, group: int, plus_zero: bool):
     """The binary32 outer-product bodies: per step of ``group`` elements ``C + fma(..., fma(a1, b1,
-    a0*b0))`` for ``mr`` rows x 16 columns, C in registers across the steps. B blocks are
-    ``[k][n]`` (``[pair][element][n]`` for two elements). ``plus_zero``: C + 0 first, which makes
-    a C of -0 +0 (for instructions that add s = +0 to a zero sum) and changes nothing else."""
-    vt = ir.VectorType(_F32, width)
+    a0*b0))`` for ``mr`` rows x 16 columns, C in registers across the steps (:func:`_f32_c`). B
+    blocks are ``[k][n]`` (``[pair][element][n]`` for two elements)."""
     parts = _TILE // width
 
     def emit(builder, ap, bp, cp, rows, b_off, crow, nsteps):
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3), f"llvm.fma.v{width}f32")
         arow = [rows(r) for r in range(mr)]
-        cptr = [
-            [_ptr(builder, cp, builder.add(crow(r), _const(width * v)), vt) for v in range(parts)] for r in range(mr)
-        ]
-        init = [builder.load(cptr[r][v], align=4) for r in range(mr) for v in range(parts)]
-        if plus_zero:
-            init = [builder.fadd(c, ir.Constant(vt, [0.0] * width)) for c in init]
+        cptr, init = _f32_c(builder, cp, crow, mr, width, plus_zero)
 
         def step(t, flat):
             k0 = builder.mul(t, _const(group))
             base = builder.add(b_off, builder.mul(k0, _const(_TILE)))
             k = [builder.add(arow[r], k0) for r in range(mr)]
-            s: list = [None] * (mr * parts)
-            for e in range(group):  # element by element: one element's B vectors live at a time
-                b = [
-                    builder.load(_ptr(builder, bp, builder.add(base, _const(_TILE * e + width * v)), vt), align=4)
-                    for v in range(parts)
-                ]
-                for r in range(mr):
-                    a = _splat(builder, builder.load(_ptr(builder, ap, builder.add(k[r], _const(e)))), vt)
-                    for v in range(parts):
-                        i = r * parts + v
-                        # exact under the proof, as every partial sum
-                        s[i] = builder.fmul(a, b[v]) if e == 0 else builder.call(fma, [a, b[v], s[i]])
+            s = _f32_sums(builder, ap, bp, k, base, mr, width, group)  # exact under the proof
             return [builder.fadd(flat[i], s[i]) for i in range(mr * parts)]  # the step's add into C
 
         final = ir_loop(builder, nsteps, step, init)
@@ -474,6 +507,96 @@ def bf16_tile_rows(mr: int, width: int = 16):
     steps for ``mr`` rows x 16 columns of C, under the fast-path proof: ``C + fma(a1, b1, a0*b0)``
     with C in registers. ``width``: floats per vector (16: zmm, 8: ymm)."""
     return _f32_steps(mr, width, 2, False)
+
+
+# A step's binary32 sum is exact while its bounds multiply to at most this (``mx32c_tile_rows``).
+MX32C_EXACT = 2.0**24
+
+
+def mx32c_tile_rows(mr: int, width: int = 16, k_block: int = 64):
+    """Intrinsic ``tile(A, a_off, lda, B, b_off, C, c_off, ldc, nsteps)``: ``nsteps`` MX FP8 outer
+    products for ``mr`` rows x 16 columns of C, C in binary32 registers across the steps, each
+    step in binary32 where its bounds prove that exact and in binary64 elsewhere (layout
+    ``"mx32c"``, module docstring). ``width``: floats per vector (16: zmm, 8: ymm).
+
+    Operands: A rows of ``lda = k_block + 16`` floats, the scaled values then one bound per step
+    (the body reads its first row's); a B block ``[k][n]`` of ``k_block`` rows, then a row of one
+    bound per step. A step runs in binary32 where ``bound_a * bound_b <= 2^24`` (an unordered
+    comparison, NaN, is false): ``C + fma(a3, b3, fma(a2, b2, fma(a1, b1, a0 * b0)))``, whose
+    partial sums are then exact and whose last rounding is the step's. Elsewhere it runs as
+    :func:`mx_tile_rows` does, on the values widened to binary64. C + 0 first, as there."""
+    vt = ir.VectorType(_F32, width)
+    parts = _TILE // width
+    half = width // 2
+    vd = ir.VectorType(_F64, half)
+    vh = ir.VectorType(_F32, half)
+    join = ir.Constant(ir.VectorType(_I32, width), list(range(width)))
+    limit = ir.Constant(_F64, MX32C_EXACT)
+
+    def emit(builder, ap, bp, cp, rows, b_off, crow, nsteps):
+        arow = [rows(r) for r in range(mr)]
+        cptr, init = _f32_c(builder, cp, crow, mr, width, True)  # -0 -> +0, as in mx_tile_rows
+
+        def scalar(ptr, off):
+            return builder.load(_ptr(builder, ptr, off))
+
+        def wide(fb, ap_, bp_, cp_, base_, *offs):
+            """One step in binary64 on C in memory (A rows at ``offs[:mr]``, C rows at the rest): a
+            function of its own, so that the loop keeps few registers live around this rare branch
+            (inlined, with C in registers, the AVX2 bodies spilled 20 ymm in their inner loop)."""
+            fma64 = cgutils.get_or_insert_function(fb.module, ir.FunctionType(vd, [vd] * 3), f"llvm.fma.v{half}f64")
+
+            def bd(e, h):
+                at = fb.add(base_, _const(_TILE * e + half * h))
+                return fb.fpext(fb.load(_ptr(fb, bp_, at, vh), align=4), vd)
+
+            for r in range(mr):
+                a = [
+                    _splat(fb, fb.fpext(fb.load(_ptr(fb, ap_, fb.add(offs[r], _const(e)))), _F64), vd) for e in range(4)
+                ]
+                for v in range(parts):
+                    sums = []
+                    for h in (2 * v, 2 * v + 1):
+                        acc = fb.fmul(a[0], bd(0, h))  # exact, as every product
+                        for e in range(1, 4):
+                            acc = fb.call(fma64, [a[e], bd(e, h), acc])
+                        sums.append(fb.fptrunc(acc, vh))  # the step's one rounding
+                    at = _ptr(fb, cp_, fb.add(offs[mr + r], _const(width * v)), vt)
+                    fb.store(fb.fadd(fb.load(at, align=4), fb.shuffle_vector(sums[0], sums[1], join)), at, align=4)
+
+        def step(t, flat):
+            k0 = builder.mul(t, _const(4))
+            base = builder.add(b_off, builder.mul(k0, _const(_TILE)))
+            k = [builder.add(arow[r], k0) for r in range(mr)]
+            qa = builder.fpext(scalar(ap, builder.add(arow[0], builder.add(_const(k_block), t))), _F64)
+            qb = builder.fpext(scalar(bp, builder.add(b_off, builder.add(_const(k_block * _TILE), t))), _F64)
+            exact32 = builder.fcmp_ordered("<=", builder.fmul(qa, qb), limit)
+            with builder.if_else(exact32, likely=True) as (then, otherwise):
+                with then:
+                    s = _f32_sums(builder, ap, bp, k, base, mr, width, 4)
+                    fast = [builder.fadd(flat[i], s[i]) for i in range(mr * parts)]
+                    fast_block = builder.block
+                with otherwise:  # C through its memory, and the step a function of its own
+                    for i, c in enumerate(flat):
+                        builder.store(c, cptr[i // parts][i % parts], align=4)
+                    crows = [crow(r) for r in range(mr)]
+                    outlined(builder, f"tilegemm.ace_mx32c.binary64.{mr}x{width}", [ap, bp, cp, base] + k + crows, wide)
+                    slow = [builder.load(cptr[i // parts][i % parts], align=4) for i in range(mr * parts)]
+                    slow_block = builder.block
+            out = []
+            for f, w in zip(fast, slow):
+                ph = builder.phi(vt)
+                ph.add_incoming(f, fast_block)
+                ph.add_incoming(w, slow_block)
+                out.append(ph)
+            return out
+
+        final = ir_loop(builder, nsteps, step, init)
+        for r in range(mr):
+            for v in range(parts):
+                builder.store(final[r * parts + v], cptr[r][v], align=4)
+
+    return _steps_intrinsic(emit)
 
 
 def steps_rows(body, mr_body: int):
@@ -505,10 +628,13 @@ def steps_rows(body, mr_body: int):
 # -- the tile multiplies ``tiles.tile_multiply`` runs for the ACE variants -------------------------
 
 _MX, _MX32, _BF = shape("ace_mx"), shape("ace_mx32"), shape("ace_bf16")
+_MX32C = shape("ace_mx32c")
 mx_body = mx_tile_rows(_MX.rows, _MX.width)  # also run by the row-of-superblocks loop (gemm.py)
 _mx_fast = steps_rows(mx_body, _MX.rows)
 _mx32_fast = steps_rows(mx32_tile_rows(_MX32.rows, _MX32.width), _MX32.rows)
 _bf16_fast = steps_rows(bf16_tile_rows(_BF.rows, _BF.width), _BF.rows)
+mx32c_body = mx32c_tile_rows(_MX32C.rows, _MX32C.width)  # run by its own loop (gemm.py)
+mx32c_fast = steps_rows(mx32c_body, _MX32C.rows)
 
 
 @njit(inline="always")
@@ -519,6 +645,11 @@ def ace_mx_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch,
 @njit(inline="always")
 def ace_mx32_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _mx32_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)
+
+
+@njit(inline="always")
+def ace_mx32c_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
+    mx32c_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)
 
 
 @njit(inline="always")

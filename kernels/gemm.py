@@ -379,6 +379,67 @@ def gemm_ace_mx32_fast(A, B, C, ia, ib, k, rows, cols, *codes):
     _gemm(A, B, C, ia, ib, k, rows, cols, ACE_MX32_FAST, codes, 1)
 
 
+# MX FP8 in binary32 where each step's bounds allow, else binary64 (layout "mx32c", under its own
+# proof; elsewhere the call runs ace_mx), on every target in the row-of-superblocks loop: a panel
+# row holds K_BLOCK values then one bound per step, a B block K_BLOCK rows then a row of bounds.
+# Each group of body rows runs across the job's column tiles, one body call per packed block.
+_MX32C_ROWS = ace.shape("ace_mx32c").rows
+
+
+@njit(inline="always")
+def _mx32c_job(Af, Bf, Cf, ai, bi, ci, k, M, N, MT, NB, KB, lda, block, mt0, mt1, t0, t1, codes):
+    k_block = lda - TILE  # the row's values; its last TILE floats are the bounds
+    scratch = np.empty(TILE * TILE, Cf.dtype)
+    for mt in range(mt0, mt1):
+        m0 = mt * TILE
+        if m0 >= M:
+            break
+        mr = min(TILE, M - m0)
+        a_off = (ai * MT + mt) * KB * TILE * lda
+        for g in range(0, TILE, _MX32C_ROWS):
+            for nt in range(t0, t1):
+                nc = min(TILE, N - nt * TILE)
+                b_off = (bi * NB + nt) * KB * block
+                c_off = (ci * M + m0) * N + nt * TILE
+                for kb in range(KB):  # the last block runs its own outer products only
+                    steps = tiles.step_groups(k, kb, k_block, k_block // TILE)
+                    if mr == TILE and nc == TILE:
+                        ace.mx32c_body(
+                            Af,
+                            a_off + kb * TILE * lda + g * lda,
+                            lda,
+                            Bf,
+                            b_off + kb * block,
+                            Cf,
+                            c_off + g * N,
+                            N,
+                            steps,
+                        )
+                    elif g == 0:  # a partial tile, whole, on a scratch copy of its C block
+                        ace.mx32c_fast(
+                            Af,
+                            a_off + kb * TILE * lda,
+                            lda,
+                            mr,
+                            steps,
+                            Bf,
+                            b_off + kb * block,
+                            Cf,
+                            c_off,
+                            N,
+                            nc,
+                            scratch,
+                        )
+
+
+_gemm_mx32c_rows = _rows_of_superblocks(_mx32c_job)
+
+
+@njit(cache=True, parallel=True)
+def gemm_ace_mx32c_fast(A, B, C, ia, ib, k, rows, cols, *codes):
+    _gemm_mx32c_rows(A, B, C, ia, ib, k, rows, codes)
+
+
 @njit(cache=True, parallel=True)
 def gemm_ace_bf16_fast(A, B, C, ia, ib, k, rows, cols, top2bf16):
     _gemm(A, B, C, ia, ib, k, rows, cols, ACE_BF16_FAST, (top2bf16,), 1)
@@ -502,6 +563,7 @@ ENTRY_POINTS = (
     gemm_ace_mx_fast,
     gemm_ace_mx_exact,
     gemm_ace_mx32_fast,
+    gemm_ace_mx32c_fast,
     gemm_ace_bf16_fast,
     gemm_ace_bf16_exact,
 )

@@ -324,7 +324,7 @@ for _cls, _mx, _bf in (
     ("avx2", Shape(2, 16, 4), Shape(2, 16, 8)),
     ("generic", Shape(2, 16, 4), Shape(2, 16, 8)),
 ):
-    SHAPES[_cls].update(ace_mx=_mx, ace_mx32=_bf, ace_bf16=_bf)
+    SHAPES[_cls].update(ace_mx=_mx, ace_mx32=_bf, ace_mx32c=_bf, ace_bf16=_bf)
 # The other CPUs' paths (isa.py): one chain per C element that starts from C, so short bodies
 # (4 rows) let the next body's C loads overlap this one's work (8 and 16 rows measured 10-25%
 # slower at n = 1024 on Zen 4, when a body call ran one K step; a call now runs a chunk of steps

@@ -44,11 +44,13 @@ from .ace import (
     ACE_BF16_EXACT,
     ACE_BF16_FAST,
     ACE_MX32_FAST,
+    ACE_MX32C_FAST,
     ACE_MX_EXACT,
     ACE_MX_FAST,
     ace_bf16_exact,
     ace_bf16_fast,
     ace_mx32_fast,
+    ace_mx32c_fast,
     ace_mx_exact,
     ace_mx_fast,
 )
@@ -208,6 +210,7 @@ _FLOAT_BODIES = {
     ACE_MX_FAST: ace_mx_fast,
     ACE_MX_EXACT: ace_mx_exact,
     ACE_MX32_FAST: ace_mx32_fast,
+    ACE_MX32C_FAST: ace_mx32c_fast,
     ACE_BF16_FAST: ace_bf16_fast,
     ACE_BF16_EXACT: ace_bf16_exact,
 }

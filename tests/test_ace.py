@@ -536,6 +536,185 @@ def test_mxint8_zero_sums_add_plus_zero(forced):
     assert_bits(out, reference.matmul(a, b, "mxint8", c=np.full((1, 1), -0.0, np.float32), isa="ace"), "-0")
 
 
+# -- MX FP8 in binary32, each step checked by its bounds (family ace_mx32c) ----------------------------
+
+
+def _fp8_value(code: int, fmt) -> Fraction:
+    """An FP8 code's value by its formula for every code (the MX reading: no NaN or infinity)."""
+    mf = fmt.minifloat
+    exp = (code >> mf.mantissa_bits) & ((1 << mf.exponent_bits) - 1)
+    frac = Fraction(code & ((1 << mf.mantissa_bits) - 1), 1 << mf.mantissa_bits)
+    mag = frac * Fraction(2) ** (1 - mf.bias) if exp == 0 else (1 + frac) * Fraction(2) ** (exp - mf.bias)
+    return -mag if code & 0x80 else mag
+
+
+def _lowest_bit(x: Fraction) -> int:
+    """The exponent of the lowest set bit of a non-zero dyadic x."""
+    n, d = abs(x).numerator, abs(x).denominator
+    return (n & -n).bit_length() - 1 - (d.bit_length() - 1)
+
+
+def _step_bound(values, total: bool) -> Fraction:
+    """sum (A) or max (B) of |v| over a step's values, in units of their lowest set bit."""
+    live = [v for v in values if v != 0]
+    if not live:
+        return Fraction(0)
+    unit = Fraction(2) ** min(_lowest_bit(v) for v in live)
+    return (sum(abs(v) for v in live) if total else max(abs(v) for v in live)) / unit
+
+
+def _up_to_f32(q: Fraction) -> float:
+    """The smallest binary32 number at least q (q >= 0, below 2^128)."""
+    f = np.float32(float(q))
+    while Fraction(float(f)) < q:
+        f = np.nextafter(f, np.float32(np.inf))
+    return float(f)
+
+
+def _fp8_edges(dtype, m, k, n, rng):
+    """Standard normal MX FP8 operands with extreme codes (every code is finite in the MX reading)."""
+    instr = ACE.dtypes[dtype]
+    a, b, sa, sb = _mx_operands(dtype, m, k, n, rng, specials=0.05)
+    return instr, a, b, sa, sb
+
+
+@pytest.mark.parametrize("dtype", FP8_MX)
+def test_mx32c_step_bounds(dtype):
+    """The bounds layout "mx32c" carries, against sums and maxima of the codes' values (from
+    their formula) in units of their lowest set bit: A's per group of body rows and step, in every
+    row's slots after its values; B's per block and step, in the row after the block's values."""
+    from tilegemm.kernels.targets import shape
+
+    rng = np.random.default_rng([11, len(dtype)])
+    instr, a, b, sa, sb = _fp8_edges(dtype, 37, 150, 35, rng)
+    a[3, 4:8] = 0  # a step of zeros: bound 0
+    a[5, 8:12] = [0x01, 0x7F, 0x81, 0xFF]  # the smallest and largest magnitudes in one step
+    panels, _ = tilegemm.packing.a_panels(instr, "mx32c", a.reshape(1, 37, 150), 3, sa.reshape(1, 37, -1))
+    group = shape("ace_mx32c").rows
+    va = [[_fp8_value(int(c), instr.a) for c in row] for row in a]
+    for mt in range(3):
+        for kb in range(3):
+            for t in range(16):
+                k0 = kb * 64 + 4 * t
+                for g0 in range(0, 16, group):
+                    rows = [r for r in range(16 * mt + g0, 16 * mt + g0 + group) if r < 37]
+                    want = max([_step_bound(va[r][k0 : k0 + 4], True) for r in rows], default=Fraction(0))
+                    got = panels[0, mt, kb, g0 : g0 + group, 64 + t]
+                    assert (got == _up_to_f32(want)).all(), (mt, kb, t, g0, got, want)
+    blocks = tilegemm.pack(b, dtype, "ace", scales=sb).kernel_b("mx32c", False)
+    assert blocks.shape == (1, 3, 3, 65, 16, 1)
+    vb = [[_fp8_value(int(c), instr.b) for c in row] for row in b]
+    for nt in range(3):
+        for kb in range(3):
+            for t in range(16):
+                k0 = kb * 64 + 4 * t
+                cols = [j for j in range(16 * nt, 16 * nt + 16) if j < 35]
+                per_col = [_step_bound([vb[k][j] for k in range(k0, min(k0 + 4, 150))], False) for j in cols]
+                assert blocks[0, nt, kb, 64, t, 0] == _up_to_f32(max(per_col)), (nt, kb, t)
+
+
+def _cancelling_step(fmt, sign: int) -> list[int]:
+    """Codes of 2^8, the smallest subnormal, 2^8 (negative with ``sign`` 0x80), 0: A's with sign
+    and B's without, 2^16 + tiny - 2^16, a sum binary64 holds exactly and binary32 does not."""
+    mf = fmt.minifloat
+    big = (8 + mf.bias) << mf.mantissa_bits
+    return [big, 0x01, big | sign, 0]
+
+
+@pytest.mark.parametrize("dtype", FP8_MX)
+@pytest.mark.parametrize("k", [4, 33, 130])
+def test_mx32c_steps_beyond_binary32_run_in_binary64(dtype, k):
+    """Among steps of normal values, steps whose products span more than binary32 holds (2^16 +
+    2^-18 - 2^16 and the like): the call stays in family ace_mx32c (its proof holds), runs those
+    steps in binary64 and matches the reference bit for bit, over partial tiles, tilings and 1 and
+    2 threads. Summed in binary32, the cancelling step's tiny product would be lost (checked: with
+    every step in binary32, each K fails)."""
+    instr = ACE.dtypes[dtype]
+    rng = np.random.default_rng([k, len(dtype)])
+    m, n = 37, 35
+    a = instr.a.to_codes(rng.standard_normal((m, k)), "a", dtype).astype(np.uint8)
+    b = instr.b.to_codes(rng.standard_normal((k, n)), "b", dtype).astype(np.uint8)
+    nb = -(-k // 32)
+    sa = rng.integers(0x78, 0x88, (m, nb)).astype(np.uint8)
+    sb = rng.integers(0x78, 0x88, (nb, n)).astype(np.uint8)
+    k0 = 4 * (k // 4 - 1)  # the last whole step
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    for r, j in ((2, 5), (20, 33), (36, 0)):
+        a[r] = 0  # the row's only step that is not zero: the cancelling one
+        a[r, k0 : k0 + 4] = _cancelling_step(instr.a, 0x80)
+        b[k0 : k0 + 4, j] = _cancelling_step(instr.b, 0)
+        c[r, j] = 0
+    want = reference.matmul(a, b, dtype, c=c, isa="ace", scales=(sa, sb))
+    for r, j in ((2, 5), (20, 33), (36, 0)):  # the tiny product alone survives
+        scale = Fraction(2) ** (int(sa[r, k0 // 32]) + int(sb[k0 // 32, j]) - 254)
+        assert Fraction(float(want[r, j])) == _fp8_value(0x01, instr.a) * _fp8_value(0x01, instr.b) * scale
+    for tiling, threads in (("1x1", 1), ("2x2", 2), ("2x3", 1)):
+        out = c.copy()
+        with plan.recording() as rec:
+            tilegemm.matmul(a, b, dtype, tiling, out=out, accumulate=True, isa="ace", scales=(sa, sb), threads=threads)
+        assert_bits(out, want, f"{dtype} K={k} {tiling} {threads} threads")
+        ((name, ran, _),) = rec.calls
+        assert (name.split("-")[2], ran) == ("ace_mx32c", "fast"), name
+
+
+@pytest.mark.parametrize("dtype", FP8_MX)
+def test_a_packed_b_serves_both_fp8_readings(dtype):
+    """One PackedB, called with each reading of ace_fp8_specials in turn: its kernel blocks are
+    made per reading (0x7F is 480 in E4M3 and 114688 in E5M2 by the formula, NaN in the IEEE-like
+    reading)."""
+    a = np.full((3, 8), 0x38, np.uint8)  # 1.0
+    b = np.full((8, 2), 0x38, np.uint8)
+    b[:, 1] = 0x7F
+    packed = tilegemm.pack(b, dtype, "ace")
+    for reading in ("arithmetic", "ieee_like", "arithmetic"):
+        want = reference.matmul(a, b, dtype, isa="ace", ace_fp8_specials=reading)
+        got = tilegemm.matmul(a, packed, isa="ace", ace_fp8_specials=reading)
+        assert_bits(got, want, reading)
+        assert np.isnan(got[0, 1]) == (reading == "ieee_like"), reading
+
+
+def test_mx32c_proof_bounds():
+    """Each condition of the "mx32c" proof on both sides of its edge. Ranges: (smallest scale
+    exponent, largest unscaled exponent, smallest and largest scaled exponent)."""
+    hf8 = ACE.dtypes["mxfp8_e4m3"]
+
+    def ok(a, b, c=None):
+        return plan.fast_path_ok(hf8, a, b, c, "mx32c")
+
+    assert ok((0, 8, -20, 8), (0, 8, -20, 8))
+    assert ok((0, 15, -20, 15), (0, 16, -20, 16)) and not ok((0, 15, -20, 15), (0, 17, -20, 17))  # binary64: 2^53
+    assert ok((-54, 8, -63, 8), (-54, 8, -63, 8)) and not ok((-55, 8, -63, 8), (-54, 8, -63, 8))  # grid 2^-126
+    assert ok((0, 8, -126, 8), (0, 8, -20, 8)) and not ok((0, 8, -127, 8), (0, 8, -20, 8))  # scaled: normal
+    assert ok((0, 8, -20, 100), (0, 8, -20, 23)) and not ok((0, 8, -20, 100), (0, 8, -20, 24))  # sums < 2^128
+    assert not ok((0, 8, -20, 128), (0, 8, -20, -20))  # a scaled value no binary32 number
+    assert ok((0, 8, -20, 8), (0, 8, -20, 8), (-103, 0)) and not ok((0, 8, -20, 8), (0, 8, -20, 8), (-104, 0))
+    assert ok(None, (0, 8, -9, 127)) and not ok(None, (0, 8, -9, 128))  # 0 * inf would be NaN
+    assert ok((0, 8, -9, 127), None) and not ok((0, 8, -9, 128), None)
+
+
+@pytest.mark.parametrize(
+    "sa,family,path",
+    [
+        (0x7F, "ace_mx32c", "fast"),
+        (0xF5, "ace_mx", "fast"),  # 448 * 2^118: partial sums could reach 2^128 in binary32
+        (0x00, "ace_mx", "exact"),  # 2^-127: scaled values and step results below 2^-126
+    ],
+)
+def test_mx_fp8_leaves_binary32_where_its_proof_fails(sa, family, path):
+    instr = ACE.dtypes["mxfp8_e4m3"]
+    rng = np.random.default_rng(sa)
+    a = instr.a.to_codes(rng.standard_normal((21, 70)), "a", "mxfp8_e4m3").astype(np.uint8)
+    b = instr.b.to_codes(rng.standard_normal((70, 19)), "b", "mxfp8_e4m3").astype(np.uint8)
+    a[0, 0] = 0x7E  # 448
+    scales = (np.full((21, 3), sa, np.uint8), np.full((3, 19), 0x7F, np.uint8))
+    want = reference.matmul(a, b, "mxfp8_e4m3", isa="ace", scales=scales)
+    with plan.recording() as r:
+        got = tilegemm.matmul(a, b, "mxfp8_e4m3", isa="ace", scales=scales)
+    assert_bits(got, want, f"{sa:#x}")
+    ((name, ran, _),) = r.calls
+    assert (name.split("-")[2], ran) == (family, path), name
+
+
 def test_a_fallback_plan_has_no_entry():
     k = tilegemm.dispatch.lookup("ace", "mxint8", "2x2")
     with plan.forced_path("exact"):

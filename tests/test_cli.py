@@ -96,6 +96,8 @@ def test_info_lists_the_records(capsys):
     assert name in out and ("-f16acc_native-" in name) == (not lacks)
     mx32 = dispatch.lookup("ace", "mxint8", "2x2").name
     assert f"{mx32} " in out and "gemm_ace_mx32_fast (where its proof fails: family ace_mx)" in out
+    mx32c = dispatch.lookup("ace", "mxfp8_e5m2", "2x2").name
+    assert f"{mx32c} " in out and "gemm_ace_mx32c_fast (where its proof fails: family ace_mx)" in out
 
 
 def test_bench_body_times_the_binary64_bodies():
@@ -107,3 +109,5 @@ def test_bench_body_times_the_binary64_bodies():
     assert [r.family for r in rates] == ["fp8", "ace_mx"]
     assert all(r.rate > 0 and r.peak == 10.0 and "double" in r.body for r in rates)
     assert "of the peak 10.0" in rates[0].line()
+    mx32c = perf._mx32c_body(peak=20.0, reps=1)  # and ACE MX FP8 in binary32, against its own peak
+    assert mx32c.family == "ace_mx32c" and mx32c.rate > 0 and "float" in mx32c.body and mx32c.peak == 20.0

@@ -72,17 +72,24 @@ MX_SPILLS = {"haswell": 6, "znver3": 4}
 def test_cross_target_bodies_stay_in_registers(cpu):
     """Each kernel's body for ``cpu`` is the one its table row names, vectorized at the row's
     width, and its inner loop stores and reloads no more vector registers than the row allows:
-    none. ACE MX's binary64 body spills no more than :data:`MX_SPILLS` records, the binary32
-    bodies (MXINT8, TOP2BF16PS) none."""
+    none. ACE MX's binary64 body (the fallback of the MX FP8 forms) spills no more than
+    :data:`MX_SPILLS` records, the binary32 bodies (MX FP8 with its binary64 steps outlined,
+    MXINT8, TOP2BF16PS) none."""
     entry = targets.entry_for(cpu, frozenset(inspect.TARGETS[cpu].split(",")))
     assert entry is not None and cpu in entry.cpus
-    ace = [("mxfp8_e4m3", "2x2", "ace"), ("mxint8", "2x2", "ace"), ("bf16", "2x2", "ace")]
+    ace = [
+        ("mxfp8_e4m3", "2x2", "ace", "ace_mx"),
+        ("mxfp8_e4m3", "2x2", "ace"),
+        ("mxint8", "2x2", "ace"),
+        ("bf16", "2x2", "ace"),
+    ]
     reports = inspect.vector_reports([(d, "2x2", i) for d, i in KERNELS] + ace, cpu=cpu)
     mx, *binary32 = reports[len(KERNELS) :]
     del reports[len(KERNELS) :]
+    assert "-ace_mx-" in mx.body and "-ace_mx32c-" in binary32[0].body, (mx.body, binary32[0].body)
     assert mx.vectorized and mx.scalar_fma == 0 and mx.widest_bits >= 32 * entry.pairs_bf16.width, mx
     assert mx.loop_spills <= MX_SPILLS.get(cpu, 0), (cpu, mx.body, mx.loop_spills)
-    for r in binary32:  # MXINT8 and TOP2BF16PS in binary32: one element's B vectors live at a time
+    for r in binary32:  # in binary32: one element's B vectors live at a time
         assert r.vectorized and r.scalar_fma == 0 and r.widest_bits >= 32 * entry.pairs_bf16.width, r
         assert r.loop_spills == 0, (cpu, r.body, r.loop_spills)
     for (dtype, isa), r in zip(KERNELS, reports):

@@ -9,20 +9,24 @@
   ``ace_fp8_specials="ieee_like"``), MXINT8 as ``code * 2^-6``.
 - :func:`a_panels` / :func:`b_blocks`: layout ``"mx64"``, each value times its block scale in
   binary64 (exact: a power-of-two scaling of at most 8 significant bits), a NaN scale giving NaN;
-  layout ``"mx32"`` (MXINT8), the same scaled values in binary32; for B, layout ``"f32keep"``,
+  layout ``"mx32"`` (MXINT8), the same scaled values in binary32; layout ``"mx32c"`` (MX FP8),
+  those in binary32 with one bound per step after each A row and each B block (when the product
+  of a step's two bounds is at most 2^24 its binary32 sum is exact: ``kernels/ace.py``); for B,
+  layout ``"f32keep"``,
   BF16 as float32 with denormals kept (TOP2BF16PS reads no input as zero; its A panels are
   ``tilegemm.packing``'s float pass without DAZ). Each also returns what the fast-path proof
   (``tilegemm.plan``) needs.
 
 This module rearranges, widens and scales exact values; it never rounds (``formats`` converts
-user values to codes). The one exception is ``"mx32"``: a scaled value outside binary32's normal
-range would round there, but its range then fails that layout's proof, and the call runs the
-``"mx64"`` family instead (``tilegemm.dispatch.Family.fallback``).
+user values to codes). The one exception is binary32 (``"mx32"``, ``"mx32c"``): a scaled value
+outside binary32's normal range would round there, but its range then fails that layout's proof,
+and the call runs the ``"mx64"`` family instead (``tilegemm.dispatch.Family.fallback``).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from numba import njit, prange
@@ -45,7 +49,7 @@ __all__ = [
 ]
 
 #: The layouts of the ACE kernel families (``tilegemm.dispatch.FAMILIES``).
-LAYOUTS = ("mx64", "mx32", "f32keep")
+LAYOUTS = ("mx64", "mx32", "mx32c", "f32keep")
 E8M0_ONE = 0x7F  # 2^0
 E8M0_NAN = 0xFF
 _NO_EXPONENT = -32768
@@ -183,7 +187,7 @@ def _ieee(options) -> bool:
 
 def layout_key(layout: str, options) -> str:
     """What a kernel B block of ``layout`` depends on beyond the packed bytes and scales."""
-    return f"{layout}:ieee" if layout == "mx64" and _ieee(options) else layout
+    return f"{layout}:ieee" if layout in ("mx64", "mx32c") and _ieee(options) else layout
 
 
 def _scale_floor(codes: np.ndarray | None) -> int:
@@ -195,15 +199,14 @@ def _scale_floor(codes: np.ndarray | None) -> int:
 
 
 @njit(cache=True, parallel=True)
-def _pack_a_mx(src, vals, exps, spow, sa, dst, scaled):
-    """src (nA, M, K) codes -> dst (nA, MT, KB, 16, k_step) values times their block scales
-    (zero-filled beforehand; binary64, or binary32 for ``"mx32"``, converted from the exact
-    binary64 product); sa (nA, M, blocks) E8M0 codes. Returns what the layout's proof reads: the
-    largest exponent of a non-zero finite value before scaling (-32768: none), or with ``scaled``
-    the smallest and largest after scaling by a scale that is not NaN (32767, -32768: none); the
-    other entries as for none."""
+def _pack_a_mx(src, vals, exps, spow, sa, dst, k_step, scaled):
+    """src (nA, M, K) codes -> dst (nA, MT, KB, 16, k_step or more: a row's first k_step entries)
+    values times their block scales (zero-filled beforehand; binary64, or binary32 for ``"mx32"``
+    and ``"mx32c"``, converted from the exact binary64 product); sa (nA, M, blocks) E8M0 codes.
+    Returns what the layouts' proofs read: the largest exponent of a non-zero finite value before
+    scaling (-32768: none), and with ``scaled`` the smallest and largest after scaling by a scale
+    that is not NaN (32767, -32768: none; without ``scaled``, as for none)."""
     nA, M, K = src.shape
-    k_step = dst.shape[4]
     hi = np.full(nA * M, -32768, np.int32)
     lo_s = np.full(nA * M, 32767, np.int32)
     hi_s = np.full(nA * M, -32768, np.int32)
@@ -219,9 +222,8 @@ def _pack_a_mx(src, vals, exps, spow, sa, dst, scaled):
                 s = sa[a, m, k // 32]
                 out[kin] = vals[c] * spow[s]
                 e = np.int32(exps[c])
-                if not scaled:
-                    rhi = max(rhi, e)
-                elif e != -32768 and s != 0xFF:
+                rhi = max(rhi, e)
+                if scaled and e != -32768 and s != 0xFF:
                     es = e + np.int32(s) - 127
                     slo = min(slo, es)
                     shi = max(shi, es)
@@ -229,6 +231,95 @@ def _pack_a_mx(src, vals, exps, spow, sa, dst, scaled):
         lo_s[row] = slo
         hi_s[row] = shi
     return hi.max(), lo_s.min(), hi_s.max()
+
+
+def _body_rows() -> int:
+    """Rows of the ``"mx32c"`` body on the compile target: the A bounds are per group of them."""
+    from .kernels.targets import shape
+
+    return shape("ace_mx32c").rows
+
+
+@functools.cache
+def _low_bits(fmt: NumberFormat, ieee: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per code: ``|value|`` (inf where not finite) and the exponent of the value's lowest set bit
+    (``_NO_LOW`` for zero), the two things a step bound reads (read-only)."""
+    v = values(fmt, ieee)
+    mag = np.where(np.isfinite(v), np.abs(v), np.inf)
+    return mag, _lowest_bit(v)
+
+
+_NO_LOW = 1 << 20  # the lowest-bit exponent of zero: above every value's
+
+
+def _lowest_bit(v: np.ndarray) -> np.ndarray:
+    """The exponent of the lowest set bit of each binary64 value (``_NO_LOW`` for zero and for
+    values that are not finite)."""
+    live = np.isfinite(v) & (v != 0)
+    f, e = np.frexp(np.where(live, v, 1.0))
+    m = (np.abs(f) * 2.0**53).astype(np.int64)
+    return np.where(live, e - 53 + np.frexp((m & -m).astype(np.float64))[1] - 1, _NO_LOW)
+
+
+def _up32(bound: np.ndarray) -> np.ndarray:
+    """Non-negative binary64 bounds rounded up to binary32 numbers (inf stays)."""
+    bound = np.asarray(bound, np.float64)
+    big = np.isfinite(bound) & (bound >= 2.0**24)
+    ulp = np.ldexp(1.0, np.where(big, np.frexp(bound)[1] - 24, 0))
+    return (np.ceil(bound / ulp) * ulp).astype(np.float32)
+
+
+@njit(cache=True, parallel=True)
+def _a_step_bounds(src, mag, low, dst, k_block, group):
+    """The A bounds of layout ``"mx32c"`` (the values are in place): src (nA, M, K) codes; dst
+    ``(nA, MT, KB, 16, k_block + 16)``. Into every row's slot ``k_block + t`` goes the largest,
+    over the rows of its group of ``group`` (the body's rows), of step t's ``sum_e |a_e|`` in units
+    of the lowest set bit of any of its non-zero values (0 where all are zero, inf where one is not
+    finite), rounded up to binary32. A step's four values share one block scale, which the ratio
+    does not see, so codes suffice. Every product of the step with B's four values of a column,
+    and every partial sum of them, is a multiple of (this unit) x (B's unit of that column), and
+    at most this bound times B's (:func:`_b_step_bounds`): exact in binary32 while that product of
+    bounds is at most 2^24."""
+    nA, M, K = src.shape
+    MT, KB = dst.shape[1], dst.shape[2]
+    for p in prange(nA * MT * KB):
+        ai, mt, kb = p // (MT * KB), (p // KB) % MT, p % KB
+        panel = dst[ai, mt, kb]
+        for g0 in range(0, 16, group):
+            for t in range(k_block // 4):
+                q = 0.0
+                for r in range(g0, g0 + group):
+                    m = mt * 16 + r
+                    total, unit = 0.0, 1 << 20
+                    for e in range(4):
+                        k = kb * k_block + 4 * t + e
+                        if m < M and k < K:
+                            c = np.uint8(src[ai, m, k])
+                            total += mag[c]
+                            unit = min(unit, low[c])
+                    if total > 0:
+                        q = max(q, math.ldexp(total, -unit))
+                if q >= 2.0**24 and q < np.inf:  # round up to 24 significant bits
+                    ulp = math.ldexp(1.0, math.frexp(q)[1] - 24)
+                    q = math.ceil(q / ulp) * ulp
+                for r in range(g0, g0 + group):
+                    panel[r, k_block + t] = q
+
+
+def _b_step_bounds(out: np.ndarray) -> np.ndarray:
+    """The B bounds of layout ``"mx32c"``: for blocks ``(..., k_block, 16)`` of scaled values
+    ``[k][n]``, per block and step t the largest over the 16 columns of ``max_e |b_e|`` in units of
+    the lowest set bit of any of the column's non-zero values of the step (0 where all are zero,
+    inf where one is not finite), rounded up to binary32: ``(..., k_block // 4)``. With A's
+    (:func:`_a_step_bounds`) it bounds a step's partial sums in units of their grid."""
+    steps = out.reshape(out.shape[:-2] + (out.shape[-2] // 4, 4, out.shape[-1]))
+    live = np.isfinite(steps) & (steps != 0)
+    unit = _lowest_bit(steps).min(axis=-2)
+    top = np.where(live, np.abs(steps), 0.0).max(axis=-2)
+    with np.errstate(over="ignore"):
+        bound = np.where(top == 0, 0.0, np.ldexp(top, np.where(top == 0, 0, -unit)))
+    bound = np.where((~np.isfinite(steps)).any(axis=-2), np.inf, bound)
+    return _up32(bound.max(axis=-1))
 
 
 def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scales, options):
@@ -242,10 +333,24 @@ def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scal
     fmt = instr.a
     if scales is None:
         scales = np.full((nA, M, -(-K // instr.scale_block)), E8M0_ONE, np.uint8)
-    dst = np.zeros(panels, np.float32 if layout == "mx32" else np.float64)
+    if layout == "mx32c":  # each row: the values, then one bound per step
+        panels = panels[:-1] + (instr.k_block + 16,)
+    dst = np.zeros(panels, np.float64 if layout == "mx64" else np.float32)
     hi, lo_s, hi_s = _pack_a_mx(
-        a, values(fmt, _ieee(options)), _exponents(fmt, _ieee(options)), scale_values(), scales, dst, layout == "mx32"
+        a,
+        values(fmt, _ieee(options)),
+        _exponents(fmt, _ieee(options)),
+        scale_values(),
+        scales,
+        dst,
+        instr.k_block,
+        layout != "mx64",
     )
+    if layout == "mx32c":
+        _a_step_bounds(a, *_low_bits(fmt, _ieee(options)), dst, instr.k_block, _body_rows())
+        if hi == _NO_EXPONENT:
+            return dst, None
+        return dst, (_scale_floor(scales), int(hi)) + ((int(lo_s), int(hi_s)) if lo_s <= hi_s else (0, 0))
     if layout == "mx32":
         return dst, (None if lo_s > hi_s else (int(lo_s), int(hi_s)))
     return dst, (None if hi == _NO_EXPONENT else (_scale_floor(scales), int(hi)))
@@ -288,6 +393,21 @@ def b_blocks(fmt: NumberFormat, layout: str, el: np.ndarray, scales, options, bl
         * factor.transpose(0, 1, 3, 2, 4)[:, :, :, :, None, :, None]
     )
     out = scaled.reshape(nB, KB, NB, R, n, g).transpose(0, 2, 1, 3, 5, 4)  # [k = 4r + j][n]
+    if layout == "mx32c":  # a block: k_block rows [k][n], then a row of one bound per step
+        nB, NBk, KBk = out.shape[:3]
+        flat_out = out.reshape(nB, NBk, KBk, -1, n)
+        with np.errstate(over="ignore"):
+            blocks = np.zeros((nB, NBk, KBk, flat_out.shape[3] + 1, n, 1), np.float32)
+            blocks[:, :, :, :-1, :, 0] = flat_out
+        bounds = _b_step_bounds(flat_out)
+        blocks[:, :, :, -1, : bounds.shape[-1], 0] = bounds
+        hi = int(_exponents(fmt, ieee)[flat].max()) if flat.size else _NO_EXPONENT
+        if hi == _NO_EXPONENT:
+            return blocks, None
+        live = out[np.isfinite(out) & (out != 0)]
+        e = np.frexp(live)[1] - 1
+        scaled = (int(e.min()), int(e.max())) if live.size else (0, 0)
+        return blocks, (_scale_floor(scales), hi) + scaled
     if layout == "mx32":
         live = out[np.isfinite(out) & (out != 0)]
         e = np.frexp(live)[1] - 1

@@ -60,7 +60,8 @@ class Family:
         element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats),
         ``"f16"`` binary16 codes (``[k][n]`` for B, as ``"f32"`` orders values), or ``"bytes"``
         the 8-bit codes; for ACE (``tilegemm.ace``) ``"mx64"``, binary64 values times
-        their MX block scales, ``"mx32"``, the same in binary32, and ``"f32keep"``, float32
+        their MX block scales, ``"mx32"``, the same in binary32, ``"mx32c"``, those with a
+        bound per K step (``tilegemm.ace``), and ``"f32keep"``, float32
         values with denormals kept.
     prepare:
         ``"module:function"`` run on the packed operands just before the kernel,
@@ -158,6 +159,18 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
             "ACE_MX32_FAST",
             "mx32",
             "mx32",
+            True,
+            fallback="ace_mx",
+        ),
+        # MX FP8 in binary32 where each step's bounds prove its sum exact there, binary64 for the
+        # other steps, while the scaled values stay binary32 normals (tilegemm.plan); else ace_mx.
+        "ace_mx32c": Family(
+            "ace_mx32c",
+            "gemm_ace_mx32c_fast",
+            "gemm_ace_mx32c_fast",
+            "ACE_MX32C_FAST",
+            "mx32c",
+            "mx32c",
             True,
             fallback="ace_mx",
         ),

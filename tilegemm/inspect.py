@@ -28,7 +28,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from . import dispatch
 from .instructions import resolve
@@ -67,8 +67,15 @@ TARGETS = {
 }
 
 
+def _kernel(isa, dtype, tiling, family=None):
+    """The kernel ``dispatch`` names, or with ``family`` the same entry run by that family (the
+    one a call runs where the first's proof fails, ``dispatch.Family.fallback``)."""
+    kern = dispatch.lookup(isa, dtype, tiling)
+    return kern if family is None else replace(kern, family=dispatch.FAMILIES[family])
+
+
 @functools.lru_cache(maxsize=None)
-def _probe(isa, dtype, tiling):
+def _probe(isa, dtype, tiling, family=None):
     """The hot loop of the kernel ``dispatch`` names for (isa, dtype, tiling) as a small
     non-cached function, compiled for arguments typed as ``matmul`` types them: the blocked
     kernel's fast body over a loop of K steps (its table row's shape), or one K step of one
@@ -76,7 +83,7 @@ def _probe(isa, dtype, tiling):
     import numpy as np
     from numba import typeof
 
-    kern = dispatch.lookup(isa, dtype, tiling)
+    kern = _kernel(isa, dtype, tiling, family)
     if kern.blocked_name is not None:
         return _body_probe(kern)
     instr, fam = kern.instruction, kern.family
@@ -88,6 +95,7 @@ def _probe(isa, dtype, tiling):
         "f64": np.float64,
         "mx64": np.float64,
         "mx32": np.float32,
+        "mx32c": np.float32,
         "f32keep": np.float32,
     }
     A = np.zeros(kern.rows * 16 * k, layout_dtypes.get(fam.a_layout, instr.a.storage))
@@ -125,9 +133,9 @@ def _body_probe(kern):
     return jitted, jitted.signatures[-1]
 
 
-def _check(dtype, tiling, isa):
+def _check(dtype, tiling, isa, family=None):
     if tiling != "auto":
-        dispatch.lookup(isa, dtype, tiling)  # validates all three
+        _kernel(isa, dtype, tiling, family)  # validates all of them
     return resolve(isa, dtype)[2]
 
 
@@ -135,15 +143,15 @@ def _tiling(tiling):
     return "2x2" if tiling == "auto" else tiling
 
 
-def _host_texts(dtype, tiling, isa) -> dict:
+def _host_texts(dtype, tiling, isa, family=None) -> dict:
     """IR, assembly, target and body of the hot loop, compiled in this process (for its target)."""
     import llvmlite.binding as llvm
     from numba.core import config
 
-    fn, sig = _probe(isa, dtype, _tiling(tiling))
+    fn, sig = _probe(isa, dtype, _tiling(tiling), family)
     cpu = config.CPU_NAME or llvm.get_host_cpu_name()
     features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
-    kern = dispatch.lookup(isa, dtype, _tiling(tiling))
+    kern = _kernel(isa, dtype, _tiling(tiling), family)
     body = kern.body
     budget = getattr(body, "spills", None)
     return {
@@ -157,7 +165,7 @@ def _host_texts(dtype, tiling, isa) -> dict:
 
 
 def _many_texts(cases) -> list:
-    """:func:`_host_texts` of several (dtype, tiling, isa) in this process."""
+    """:func:`_host_texts` of several (dtype, tiling, isa[, family]) in this process."""
     return [_host_texts(*c) for c in cases]
 
 
@@ -287,7 +295,8 @@ def vector_report(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> VectorRepo
 
 def vector_reports(cases, cpu=None) -> list[VectorReport]:
     """:func:`vector_report` of each ``(dtype, tiling, isa)`` in ``cases``, all compiled for ``cpu``
-    in one subprocess (or in this process for the host)."""
+    in one subprocess (or in this process for the host). A case may name a kernel family fourth:
+    the entry as that family runs it (a fallback, which no dtype names first)."""
     cases = tuple(tuple(c) for c in cases)
     for c in cases:
         _check(*c)

@@ -534,7 +534,7 @@ def _ace_mx(mnemonic: str, a: NumberFormat, b: NumberFormat, summary: str) -> In
         k_step=4,
         acc=_F32,
         reference="tilegemm.reference.ace:top4mx_gemm",
-        kernel="ace_mx" if a.minifloat is not None else "ace_mx32",  # MXINT8: binary32 first
+        kernel="ace_mx32c" if a.minifloat is not None else "ace_mx32",  # binary32 first
         doc="docs/ace.md",
         summary=summary,
         dst_daz=True,

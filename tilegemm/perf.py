@@ -241,10 +241,38 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
         r = BodyRate(name, f"{body} {kind}", rate, ipeak if kind == "int" else fpeak)
         report(r.line())
         out.append(r)
-    for r in _binary64_bodies(steps, fpeak / 2 if fpeak else None):
+    for r in _binary64_bodies(steps, fpeak / 2 if fpeak else None) + [_mx32c_body(fpeak)]:
         report(r.line())
         out.append(r)
     return out
+
+
+def _mx32c_body(peak: float | None, reps: int = 2000) -> BodyRate:
+    """ACE MX FP8's binary32 body (layout ``"mx32c"``) alone over one 16-row tile and a block of 16
+    outer products in L1, every step's bounds allowing binary32, against the binary32 FMA peak."""
+    from numba import njit
+
+    from .kernels import ace, targets
+
+    shp = targets.shape("ace_mx32c")
+    body, rows = ace.mx32c_body, shp.rows
+
+    @njit
+    def loop(A, B, C, reps):
+        for _ in range(reps):
+            for m in range(0, 16, rows):
+                body(A, m * 80, 80, B, 0, C, m * 16, 16, 16)
+
+    rng = np.random.default_rng(0)
+    A = np.zeros((16, 80), np.float32)
+    A[:, :64] = rng.integers(-8, 8, (16, 64))  # small integers: bounds of at most 32 x 8
+    A[:, 64:] = 32.0
+    B = np.zeros((65, 16), np.float32)
+    B[:64] = rng.integers(-8, 8, (64, 16))
+    B[64] = 8.0
+    C = np.zeros(256, np.float32)
+    best = _best_time(loop, (A.ravel(), B.ravel(), C), reps)
+    return BodyRate("ace_mx32c", f"{rows}x16 float", 2 * 16 * 16 * 64 * reps / best / 1e9, peak)
 
 
 def _binary64_bodies(steps: int, peak: float | None, reps: int = 2000) -> list[BodyRate]:

@@ -55,7 +55,9 @@ SERIAL_BELOW = 1 << 26
 #: (about 2^29 multiply-adds, 800^3) win back.
 SERIAL_BELOW_BUSY = 1 << 29
 
-Range = tuple[int, int] | None
+#: Exponents a proof reads, None where an operand has no non-zero finite value: mostly (smallest,
+#: largest); layout "mx32c" reads four (:func:`fast_path_ok`).
+Range = tuple[int, ...] | None
 
 #: The paths a blocked kernel can run every block on (tests force one; see :func:`forced_path`):
 #: ``"flag"``, the vector code that is exact for any input (FMA, flush of denormal results, a flag
@@ -105,9 +107,24 @@ def fast_path_ok(
     side has no non-zero finite value, the other's must still be finite in binary32 (0 times its
     infinity would be NaN where the instruction's product is 0).
 
+    The MX FP8 forms in binary32 with a bound per step (``layout="mx32c"``) read four exponents a
+    side: (smallest block-scale exponent, largest unscaled value exponent), as the MX rule above,
+    then (smallest, largest) exponent of the scaled values, as MXINT8's. The kernel runs a step in
+    binary32 only where its bounds prove the partial sums exact there, else in binary64: so the
+    call needs the MX rule (binary64 steps exact, no result tiny) and MXINT8's range conditions on
+    the scaled values (normal, finite, partial sums below 2^128), not its 17-bit sum.
+
     A denormal operand (exponent -127 here; only paths that keep denormals have them) fails the
     proof: the caller's MXCSR.DAZ would change how vector code reads it.
     """
+    if layout == "mx32c":
+        if a_range is None or b_range is None:  # as for "mx32", with the scaled range last
+            other = b_range if a_range is None else a_range
+            return other is None or other[3] <= 127
+        terms = (instr.k_step - 1).bit_length()
+        (_, _, a_lo, a_hi), (_, _, b_lo, b_hi) = a_range, b_range
+        binary32 = min(a_lo, b_lo) >= -126 and max(a_hi, b_hi) <= 127 and a_hi + b_hi + 2 + terms <= 127
+        return binary32 and fast_path_ok(instr, a_range[:2], b_range[:2], c_range)
     if layout == "mx32":
         if a_range is None or b_range is None:
             # Every product is zero, unless the other side holds a value binary32 cannot: 0 times

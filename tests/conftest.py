@@ -111,15 +111,21 @@ def link_half_helpers():
 
 
 def families(kernel: str) -> tuple[str, ...]:
-    """Kernel family ``kernel`` (an instruction record's), then the family that runs the instruction
-    itself (``tilegemm.kernels.targets.NATIVE``) where this host can run it: with the instruction,
-    or anywhere for target-independent IR."""
+    """Kernel family ``kernel`` (an instruction record's), then its fallback (the family a call runs
+    where the first one's proof fails, ``tilegemm.dispatch.Family.fallback``), then the family that
+    runs the instruction itself (``tilegemm.kernels.targets.NATIVE``) where this host can run it:
+    with the instruction, or anywhere for target-independent IR."""
+    from tilegemm import dispatch
     from tilegemm.kernels import targets
 
+    out = (kernel,)
+    fallback = dispatch.FAMILIES[kernel].fallback
+    if fallback is not None:
+        out += (fallback,)
     nat = targets.NATIVE.get(kernel)
     if nat is not None and (nat.portable or not targets.native_missing(kernel)):
-        return (kernel, nat.family)
-    return (kernel,)
+        out += (nat.family,)
+    return out
 
 
 def use_family(monkeypatch, kernel: str, family: str):

@@ -234,7 +234,8 @@ def _pack_a_mx(src, vals, exps, spow, sa, dst, k_step, scaled):
 
 
 def _body_rows() -> int:
-    """Rows of the ``"mx32c"`` body on the compile target: the A bounds are per group of them."""
+    """Rows of the ``"mx32c"`` body on the compile target: the A bounds are per group of them.
+    A panels are made for each call, in the process that runs the kernel, so the two agree."""
     from .kernels.targets import shape
 
     return shape("ace_mx32c").rows
@@ -325,8 +326,10 @@ def _b_step_bounds(out: np.ndarray) -> np.ndarray:
 def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scales, options):
     """A (nA, M, K) codes as the ACE MX panels ``(nA, M_tiles, k_blocks, 16, k_block)``, and the
     range the proof reads: for ``"mx64"`` (smallest scale exponent, largest unscaled value
-    exponent), for ``"mx32"`` (smallest, largest exponent of the scaled values), None where A has
-    no non-zero finite value. ``scales``: A's E8M0 codes ``(nA, M, blocks)`` or None (all 1.0).
+    exponent), for ``"mx32"`` (smallest, largest exponent of the scaled values), for ``"mx32c"``
+    both (four entries; its panels are ``k_block + 16`` wide, each row's values then one bound per
+    outer product: :func:`_a_step_bounds`), None where A has no non-zero finite value.
+    ``scales``: A's E8M0 codes ``(nA, M, blocks)`` or None (all 1.0).
     (``"f32keep"`` A panels are ``tilegemm.packing``'s float pass without DAZ.)"""
     nA, M, K = a.shape
     panels = (nA, -(-M // 16), k_blocks, 16, instr.k_block)
@@ -374,6 +377,9 @@ def b_blocks(fmt: NumberFormat, layout: str, el: np.ndarray, scales, options, bl
     ``[k][n]`` binary64 values times their block scales; ``"f32keep"``: ``[pair][element][n]``
     float32.
     ``"mx32"``: those values in binary32 (the range: of the scaled values, as for A).
+    ``"mx32c"``: ``(batch, NB, KB, k_block + 1, 16, 1)`` binary32, each block's ``[k][n]`` rows
+    then a row of one bound per outer product (:func:`_b_step_bounds`); the range: (smallest scale
+    exponent, largest unscaled exponent, smallest and largest scaled exponent).
     ``scales``: B's E8M0 codes ``(..., blocks, N)`` or None."""
     flat = el.reshape((-1,) + el.shape[-5:])
     nB, KB, NB, R, n, g = flat.shape

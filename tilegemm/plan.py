@@ -118,7 +118,11 @@ def fast_path_ok(
     proof: the caller's MXCSR.DAZ would change how vector code reads it.
     """
     if layout == "mx32c":
-        if a_range is None or b_range is None:  # as for "mx32", with the scaled range last
+        if a_range is None or b_range is None:
+            # As for "mx32": every product is zero (or NaN, under a NaN scale), unless the other
+            # side holds a value binary32 cannot (its scaled range last). Nothing is tiny: a step
+            # of zeros adds +0, C comes read with DAZ, and a non-finite value's bound sends its
+            # step to binary64, which widens the values exactly.
             other = b_range if a_range is None else a_range
             return other is None or other[3] <= 127
         terms = (instr.k_step - 1).bit_length()

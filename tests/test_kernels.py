@@ -28,14 +28,21 @@ def _kernel(isa, dtype, tiling, family):
     return dataclasses.replace(dispatch.lookup(isa, dtype, tiling), family=dispatch.FAMILIES[family])
 
 
-# Every family that can run an instruction on this host: its emulation, and the instruction itself
-# (kernels/targets.py NATIVE) where this host can run that, whichever of the two the table picks.
+def _fallback_of(isa, dtype):
+    return dispatch.FAMILIES[dispatch.lookup(isa, dtype, "1x1").instruction.kernel].fallback
+
+
+# Every family that can run an instruction on this host: its emulation, its fallback, and the
+# instruction itself (kernels/targets.py NATIVE) where this host can run that, whichever the table
+# picks. A fallback runs its fast path only: the first family's slow paths already run its exact
+# entry (a family with a fallback has none of its own).
 CASES = [
     (isa, dtype, tiling, path, family)
     for isa, dtype in KERNEL_CASES
     for family in families(dispatch.lookup(isa, dtype, "1x1").instruction.kernel)
     for tiling in dispatch.TILINGS
     for path in _paths(_kernel(isa, dtype, tiling, family))
+    if path == "fast" or family != _fallback_of(isa, dtype)
 ]
 
 

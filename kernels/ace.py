@@ -633,7 +633,7 @@ mx_body = mx_tile_rows(_MX.rows, _MX.width)  # also run by the row-of-superblock
 _mx_fast = steps_rows(mx_body, _MX.rows)
 _mx32_fast = steps_rows(mx32_tile_rows(_MX32.rows, _MX32.width), _MX32.rows)
 _bf16_fast = steps_rows(bf16_tile_rows(_BF.rows, _BF.width), _BF.rows)
-mx32c_body = mx32c_tile_rows(_MX32C.rows, _MX32C.width)  # run by its own loop (gemm.py)
+mx32c_body = mx32c_tile_rows(_MX32C.rows, _MX32C.width)  # run by the row-of-superblocks loop (gemm.py)
 mx32c_fast = steps_rows(mx32c_body, _MX32C.rows)
 
 

@@ -255,11 +255,13 @@ def _rows_of_superblocks(job):
     return drive
 
 
-def _row_job(variant, body_rows, chunk, full_tile):
+def _row_job(body_rows, chunk, full_tile):
     """A job of :func:`_rows_of_superblocks`: chunk by chunk of ``chunk`` K steps, each group of
-    ``body_rows`` rows of a C tile row runs across the job's column tiles. A full tile's group runs
+    ``body_rows`` rows of a C tile row runs across the job's column tiles, through
     ``full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block)`` for the chunk's
-    steps; a partial tile runs whole through ``tile_steps`` (on a scratch copy of its C block)."""
+    steps. A partial tile runs the same on a 16 x 16 scratch copy of its C block (A panels and B
+    blocks are zero-padded, and every C element depends on its own row and column only), of which
+    only the real rows and columns go back."""
 
     @njit(inline="always")
     def job(Af, Bf, Cf, ai, bi, ci, k, M, N, MT, NB, KB, k_step, block, mt0, mt1, t0, t1, codes):
@@ -282,26 +284,27 @@ def _row_job(variant, body_rows, chunk, full_tile):
                                 Af, a_off + g * k_step, k_step, Bf, b_off, Cf, c_off + g * N, N, ns, k, kc0, block
                             )
                         elif g == 0:
-                            tile_steps(
-                                Af,
-                                a_off,
-                                k_step,
-                                mr,
-                                Bf,
-                                b_off,
-                                Cf,
-                                c_off,
-                                N,
-                                nc,
-                                scratch,
-                                variant,
-                                codes,
-                                k,
-                                k_step // TILE,
-                                kc0,
-                                kc0 + ns,
-                                block,
-                            )
+                            for mm in range(TILE):
+                                for n in range(TILE):
+                                    scratch[mm * TILE + n] = Cf[c_off + mm * N + n] if mm < mr and n < nc else 0
+                            for gg in range(0, TILE, body_rows):
+                                full_tile(
+                                    Af,
+                                    a_off + gg * k_step,
+                                    k_step,
+                                    Bf,
+                                    b_off,
+                                    scratch,
+                                    gg * TILE,
+                                    TILE,
+                                    ns,
+                                    k,
+                                    kc0,
+                                    block,
+                                )
+                            for mm in range(mr):
+                                for n in range(nc):
+                                    Cf[c_off + mm * N + n] = scratch[mm * TILE + n]
 
     return job
 
@@ -311,7 +314,7 @@ def _fp8_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, bl
     tiles.fp8_steps_body(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, TILE * lda, block)
 
 
-_gemm_fp8_rows = _rows_of_superblocks(_row_job(FP8_FAST, tiles.FP8Q.rows, FP8_K_CHUNK, _fp8_full_tile))
+_gemm_fp8_rows = _rows_of_superblocks(_row_job(tiles.FP8Q.rows, FP8_K_CHUNK, _fp8_full_tile))
 
 # ACE MX (binary64 sums) in the same loop order where the target has 32 vector registers: each
 # group of body rows runs across the job's column tiles, one body call per packed block of 16
@@ -321,14 +324,23 @@ _gemm_fp8_rows = _rows_of_superblocks(_row_job(FP8_FAST, tiles.FP8Q.rows, FP8_K_
 # alternating, five rounds) 0.328-0.346 against 0.309-0.324.
 
 
-@njit(inline="always")
-def _mx_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nblocks, k, kb0, block):
-    for t in range(nblocks):  # the last block runs its own outer products only
-        steps = tiles.step_groups(k, kb0 + t, lda, lda // TILE)
-        ace.mx_body(Af, a_off + t * TILE * lda, lda, Bf, b_off + t * block, Cf, c_off, ldc, steps)
+def _per_block(body, bounds: int):
+    """A ``full_tile`` of :func:`_row_job` for an ACE outer-product body: one body call per packed
+    block (C rounds after every outer product, so the calls cannot merge), the last block running
+    its own outer products only. ``bounds``: the floats after each A row's values (16 in layout
+    "mx32c", a bound per outer product; else 0)."""
+
+    @njit(inline="always")
+    def full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nblocks, k, kb0, block):
+        k_block = lda - bounds
+        for t in range(nblocks):
+            steps = tiles.step_groups(k, kb0 + t, k_block, k_block // TILE)
+            body(Af, a_off + t * TILE * lda, lda, Bf, b_off + t * block, Cf, c_off, ldc, steps)
+
+    return full_tile
 
 
-_gemm_mx_rows = _rows_of_superblocks(_row_job(ACE_MX_FAST, ace.shape("ace_mx").rows, 1 << 30, _mx_full_tile))
+_gemm_mx_rows = _rows_of_superblocks(_row_job(ace.shape("ace_mx").rows, 1 << 30, _per_block(ace.mx_body, 0)))
 
 
 if _ROWS_LOOP:
@@ -383,56 +395,9 @@ def gemm_ace_mx32_fast(A, B, C, ia, ib, k, rows, cols, *codes):
 # proof; elsewhere the call runs ace_mx), on every target in the row-of-superblocks loop: a panel
 # row holds K_BLOCK values then one bound per step, a B block K_BLOCK rows then a row of bounds.
 # Each group of body rows runs across the job's column tiles, one body call per packed block.
-_MX32C_ROWS = ace.shape("ace_mx32c").rows
-
-
-@njit(inline="always")
-def _mx32c_job(Af, Bf, Cf, ai, bi, ci, k, M, N, MT, NB, KB, lda, block, mt0, mt1, t0, t1, codes):
-    k_block = lda - TILE  # the row's values; its last TILE floats are the bounds
-    scratch = np.empty(TILE * TILE, Cf.dtype)
-    for mt in range(mt0, mt1):
-        m0 = mt * TILE
-        if m0 >= M:
-            break
-        mr = min(TILE, M - m0)
-        a_off = (ai * MT + mt) * KB * TILE * lda
-        for g in range(0, TILE, _MX32C_ROWS):
-            for nt in range(t0, t1):
-                nc = min(TILE, N - nt * TILE)
-                b_off = (bi * NB + nt) * KB * block
-                c_off = (ci * M + m0) * N + nt * TILE
-                for kb in range(KB):  # the last block runs its own outer products only
-                    steps = tiles.step_groups(k, kb, k_block, k_block // TILE)
-                    if mr == TILE and nc == TILE:
-                        ace.mx32c_body(
-                            Af,
-                            a_off + kb * TILE * lda + g * lda,
-                            lda,
-                            Bf,
-                            b_off + kb * block,
-                            Cf,
-                            c_off + g * N,
-                            N,
-                            steps,
-                        )
-                    elif g == 0:  # a partial tile, whole, on a scratch copy of its C block
-                        ace.mx32c_fast(
-                            Af,
-                            a_off + kb * TILE * lda,
-                            lda,
-                            mr,
-                            steps,
-                            Bf,
-                            b_off + kb * block,
-                            Cf,
-                            c_off,
-                            N,
-                            nc,
-                            scratch,
-                        )
-
-
-_gemm_mx32c_rows = _rows_of_superblocks(_mx32c_job)
+_gemm_mx32c_rows = _rows_of_superblocks(
+    _row_job(ace.shape("ace_mx32c").rows, 1 << 30, _per_block(ace.mx32c_body, TILE))
+)
 
 
 @njit(cache=True, parallel=True)

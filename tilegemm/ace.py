@@ -262,12 +262,23 @@ def _lowest_bit(v: np.ndarray) -> np.ndarray:
     return np.where(live, e - 53 + np.frexp((m & -m).astype(np.float64))[1] - 1, _NO_LOW)
 
 
-def _up32(bound: np.ndarray) -> np.ndarray:
-    """Non-negative binary64 bounds rounded up to binary32 numbers (inf stays)."""
-    bound = np.asarray(bound, np.float64)
-    big = np.isfinite(bound) & (bound >= 2.0**24)
-    ulp = np.ldexp(1.0, np.where(big, np.frexp(bound)[1] - 24, 0))
-    return (np.ceil(bound / ulp) * ulp).astype(np.float32)
+@njit(cache=True, inline="always")
+def _up32(q):
+    """A bound q >= 0 rounded up to 24 significant bits, so that binary32 holds it (inf stays)."""
+    if q >= 2.0**24 and q < np.inf:
+        ulp = math.ldexp(1.0, math.frexp(q)[1] - 24)
+        q = math.ceil(q / ulp) * ulp
+    return q
+
+
+@njit(cache=True)
+def _up32_all(bound):
+    """:func:`_up32` of every element of a binary64 array, as binary32."""
+    flat = bound.ravel()
+    out = np.empty(flat.size, np.float32)
+    for i in range(flat.size):
+        out[i] = _up32(flat[i])
+    return out.reshape(bound.shape)
 
 
 @njit(cache=True, parallel=True)
@@ -291,7 +302,7 @@ def _a_step_bounds(src, mag, low, dst, k_block, group):
                 q = 0.0
                 for r in range(g0, g0 + group):
                     m = mt * 16 + r
-                    total, unit = 0.0, 1 << 20
+                    total, unit = 0.0, _NO_LOW
                     for e in range(4):
                         k = kb * k_block + 4 * t + e
                         if m < M and k < K:
@@ -300,9 +311,7 @@ def _a_step_bounds(src, mag, low, dst, k_block, group):
                             unit = min(unit, low[c])
                     if total > 0:
                         q = max(q, math.ldexp(total, -unit))
-                if q >= 2.0**24 and q < np.inf:  # round up to 24 significant bits
-                    ulp = math.ldexp(1.0, math.frexp(q)[1] - 24)
-                    q = math.ceil(q / ulp) * ulp
+                q = _up32(q)
                 for r in range(g0, g0 + group):
                     panel[r, k_block + t] = q
 
@@ -320,7 +329,7 @@ def _b_step_bounds(out: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         bound = np.where(top == 0, 0.0, np.ldexp(top, np.where(top == 0, 0, -unit)))
     bound = np.where((~np.isfinite(steps)).any(axis=-2), np.inf, bound)
-    return _up32(bound.max(axis=-1))
+    return _up32_all(np.ascontiguousarray(bound.max(axis=-1)))
 
 
 def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scales, options):

@@ -6,7 +6,8 @@
 - ``vector.py``: the register-blocked vector bodies, as explicit LLVM vector IR.
 - ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state; the
   8-bit float decode (``fp8_fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
-- ``cfp16.py``, ``fp8.py``: the AMX-COMPLEX and AMX-FP8 tile multiplies (fast and exact bodies).
+- ``cfp16.py``, ``fp8.py``: the AMX-COMPLEX and AMX-FP8 tile multiplies (fast and exact bodies;
+  AMX-FP8 also in binary32, each step checked through MXCSR's precision flag).
 - ``ace.py``: the ACE outer products, C rounded after every rank-4 (rank-2) step: the MX forms in
   binary64 and, for MXINT8, in binary32; TOP2BF16PS in binary32 (fast and exact bodies).
 - ``targets.py``: register blocking per target, the one table the bodies take their shapes from,
@@ -31,7 +32,8 @@ a kernel never converts, packs or checks input):
 - ``B``: ``(nB, NB, KB, 16, ...)`` C-contiguous, column panels first (``tilegemm.PackedB.kernel_b``): for int8 the
   packed VNNI bytes ``[quad][n][4]``; for floats exact float32 ``[pair][even/odd][n]``; for
   complex FP16 float32 ``[k][re/im][n]`` (A panels then hold (re, im) pairs, 2 * k_step values
-  a row); for the 8-bit floats exact binary64 ``[k][n]`` (A panels binary64 too); for ACE's
+  a row); for the 8-bit floats exact binary64 ``[k][n]`` (A panels binary64 too), or the same
+  values in binary32 (``"fp8_32"``, the binary32 AMX-FP8 kernel ``gemm_fp8c_fast``); for ACE's
   MX forms the values times their block scales, binary64 ``[k][n]`` (``"mx64"``) or, MXINT8
   under its proof, binary32 (``"mx32"``), A panels alike; for the MX FP8 forms under theirs,
   binary32 with bounds (``"mx32c"``): B ``(nB, NB, KB, k_step + 1, 16, 1)``, each block's

@@ -316,6 +316,16 @@ def _fp8_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, bl
 
 _gemm_fp8_rows = _rows_of_superblocks(_row_job(tiles.FP8Q.rows, FP8_K_CHUNK, _fp8_full_tile))
 
+# Whether the compile target has MXCSR (x86), which the binary32 AMX-FP8 body reads.
+_MXCSR = targets.has_mxcsr()
+
+
+@njit(inline="always")
+def _fp8c_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block):
+    if _MXCSR:
+        tiles.fp8c_body(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, TILE * lda, block)
+
+
 # ACE MX (binary64 sums) in the same loop order where the target has 32 vector registers: each
 # group of body rows runs across the job's column tiles, one body call per packed block of 16
 # outer products (C rounds after each, so the calls cannot merge). Measured at n = 1024 on Zen 4,
@@ -357,6 +367,21 @@ else:
     @njit(cache=True, parallel=True)
     def gemm_fp8_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
         _gemm(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1)
+
+
+# AMX-FP8 in binary32, each step checked through MXCSR (fp8.py; layout "fp8_32"), on every x86
+# target in the row-of-superblocks loop; the non-default readings of the switches run the exact
+# body on the same operands (binary32 values widen exactly), and so does every call on a target
+# without MXCSR, where the body cannot be built.
+_gemm_fp8c_rows = _rows_of_superblocks(_row_job(tiles.FP8C.rows, FP8_K_CHUNK, _fp8c_full_tile))
+
+
+@njit(cache=True, parallel=True)
+def gemm_fp8c_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
+    if _MXCSR and inf_cancel == 0 and dst_daz == 0:
+        _gemm_fp8c_rows(A, B, C, ia, ib, k, rows, (inf_cancel, dst_daz))
+    else:
+        _gemm(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
 
 
 @njit(cache=True, parallel=True)
@@ -516,6 +541,7 @@ ENTRY_POINTS = (
     gemm_cfp16_exact,
     gemm_fp8_fast,
     gemm_fp8_exact,
+    gemm_fp8c_fast,
     gemm_i8sat,
     gemm_i16pairs,
     gemm_f32fma_fast,

@@ -51,6 +51,7 @@ __all__ = [
     "Native",
     "family",
     "native_missing",
+    "has_mxcsr",
 ]
 
 
@@ -310,6 +311,20 @@ for _cls, _cf, _f8 in (
     ("generic", Shape(1, 16, 8), Shape(2, 16, 4)),
 ):
     SHAPES[_cls].update(cfp16=_cf, fp8quads=_f8)
+# AMX-FP8 in binary32 (fp8c, kernels/fp8.py): per row one float32 accumulator vector of 16 columns
+# (one zmm, two ymm), and C beside it with 32 registers; 16 ymm hold 4 rows' sums but not C too,
+# which goes through memory there. 4 rows: a step is redone in binary64 for all its rows where
+# one FMA of one of them rounded, so fewer rows redo less; on Zen 4, one thread, n = 1024, BF8 x
+# BF8 with standard normal operands (the benchmark's), the kernel alone measured 0.78 of numpy
+# float32 with 4 rows, 0.64 with 8 and 0.39 with 16 (HF8 x HF8, never redone: 1.05-1.07 each).
+# Without AVX (16 xmm), 2 rows of four 4-float vectors.
+for _cls, _shape in (
+    ("avx512_vnni", Shape(4, 16, 16, hold_c=True)),
+    ("avx512", Shape(4, 16, 16, hold_c=True)),
+    ("avx2", Shape(4, 16, 8)),
+    ("generic", Shape(2, 16, 4)),
+):
+    SHAPES[_cls]["fp8c"] = _shape
 # ACE (ace_mx, ace_bf16): C stays in registers across the outer-product steps of a block. MX: per
 # row 16 float32 C values (one zmm, or two ymm: each joins two rounded binary64 vectors) and two
 # (four) binary64 sums per step, 8 (16) B vectors per step; the 2-row AVX2 body, a function of
@@ -412,6 +427,14 @@ def family(name: str, features: set[str] | frozenset[str] | None = None) -> str:
 def target_features() -> set[str]:
     """Features of the target Numba compiles for (``NUMBA_CPU_FEATURES`` when set, else the host)."""
     return set(_target()[1])
+
+
+def has_mxcsr() -> bool:
+    """Whether Numba compiles for x86 (every cross-target compile here keeps the host's
+    architecture), whose SSE control and status register, MXCSR, the binary32 AMX-FP8 body reads."""
+    import llvmlite.binding as llvm
+
+    return llvm.get_process_triple().split("-")[0] in ("x86_64", "i386", "i686")
 
 
 def target_class(features: set[str] | frozenset[str] | None = None) -> str:

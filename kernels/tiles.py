@@ -21,7 +21,8 @@ variants of the tile multiply:
   and no product overflows, so a fused and an unfused multiply-add give the same bits. We chose
   the proof over setting MXCSR in worker threads because it needs no per-thread state, cannot
   leak flags to the caller, and LLVM may move float operations across an ``ldmxcsr`` it does not
-  know to be a barrier. Under the proof a partial sum is never -0 (it starts at +0 and no result
+  know to be a barrier. (AMX-FP8's binary32 body does use MXCSR, for one flag and within one
+  call, fenced and restored: ``fp8.py``.) Under the proof a partial sum is never -0 (it starts at +0 and no result
   flushes), so running the zero pairs that pad K to a whole tile step changes no bit either.
 
 Operand layouts are the contract in ``kernels/__init__.py``; the kernel B block is
@@ -56,7 +57,7 @@ from .ace import (
 )
 from .cfp16 import CFP16_EXACT, CFP16_FAST, cfp16_exact, complex_tile_rows
 from .exact import add32, fma32
-from .fp8 import FP8_EXACT, FP8_FAST, fp8_exact, fp8_steps_rows, fp8_tile_rows
+from .fp8 import FP8_EXACT, FP8_FAST, FP8C_FAST, fp8_exact, fp8_steps_rows, fp8_tile_rows, fp8c_steps_rows
 from .targets import shape
 from .vector import float_dot_rows, float_tile_rows, int_tile_rows
 
@@ -64,7 +65,7 @@ TILE = 16
 _PAIRS = 16  # a full tile multiply: 16 rows of 64 bytes = 16 pairs along K
 # Register blocking from the per-target table (targets.py): rows per body and vector width.
 F32PAIRS, VDP, I8QUADS = shape("f32pairs"), shape("vdp"), shape("i8quads")
-CF16, FP8Q = shape("cfp16"), shape("fp8quads")
+CF16, FP8Q, FP8C = shape("cfp16"), shape("fp8quads"), shape("fp8c")
 
 
 def _vector_rows(body, mr_body, lanes=1):
@@ -108,6 +109,10 @@ _tile_fast_fp8 = _vector_rows(fp8_tile_rows(FP8Q.rows, FP8Q.width), FP8Q.rows)
 # registers (fp8.py), as isa.py's bodies do; a single step is a chunk of one.
 fp8_steps_body = fp8_steps_rows(FP8Q.rows, FP8Q.width)
 _steps_fast_fp8 = isa._rows_tile(fp8_steps_body, FP8Q.rows)
+# AMX-FP8 in binary32, each step checked (fp8.py), a chunk of K steps per call; a step it redoes
+# runs the binary64 body's rows at a time (fp8quads' shape, which fits the target's registers).
+fp8c_body = fp8c_steps_rows(FP8C.rows, FP8C.width, FP8C.hold_c, min(FP8C.rows, FP8Q.rows))
+_steps_fp8c = isa._rows_tile(fp8c_body, FP8C.rows)
 
 # Variants of the float tile multiply (``variant`` in the kernel contract).
 AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3
@@ -198,6 +203,14 @@ def _fp8_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, 
         fp8_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes)
 
 
+@njit(inline="always")
+def _fp8c_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
+    if codes[0] == 0 and codes[1] == 0:
+        _steps_fp8c(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, 1, 0, 0)
+    else:  # the non-default readings of the switches: the exact body (binary32 values widen exactly)
+        fp8_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes)
+
+
 _FLOAT_BODIES = {
     AMX_FAST: _amx_fast,
     AMX_EXACT: _amx_exact,
@@ -207,6 +220,7 @@ _FLOAT_BODIES = {
     CFP16_EXACT: cfp16_exact,
     FP8_FAST: _fp8_fast,
     FP8_EXACT: fp8_exact,
+    FP8C_FAST: _fp8c_fast,
     ACE_MX_FAST: ace_mx_fast,
     ACE_MX_EXACT: ace_mx_exact,
     ACE_MX32_FAST: ace_mx32_fast,

@@ -11,13 +11,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conftest import SEED_TILINGS, assert_bits, instr
-from fpenv import DAZ, FTZ, X86, mxcsr_flags
+from fpenv import DAZ, FTZ, X86, get_mxcsr, mxcsr_flags, set_mxcsr
 from numba import njit
 from oracle import _round24, exact_op
 from worked_examples import FP8, SWITCHES, f32, fp8_operands, g2
 
 import tilegemm
-from tilegemm import float8, reference
+from tilegemm import dispatch, float8, reference
 from tilegemm.amx import intrinsics
 from tilegemm.formats import BF8, HF8
 from tilegemm.kernels import exact
@@ -551,16 +551,17 @@ def test_caller_ftz_daz_does_not_change_bits(path):
 
 
 @pytest.mark.parametrize("fmt", [BF8, HF8])
-def test_a_panels_hold_the_values_and_their_exponent_range(fmt):
-    """The A pass writes each code's binary64 value into its panel slot (zeros elsewhere) and
-    returns the smallest and largest exponent of the non-zero finite values, from the codes'
-    decoded values by frexp, not from the pass's own bit arithmetic; zeros, NaN and Inf codes do
-    not count, and a matrix of only those has no range."""
+@pytest.mark.parametrize("panel", [np.float64, np.float32])
+def test_a_panels_hold_the_values_and_their_exponent_range(fmt, panel):
+    """The A pass writes each code's value (binary64, or binary32: layout "fp8_32") into its panel
+    slot (zeros elsewhere) and returns the smallest and largest exponent of the non-zero finite
+    values, from the codes' decoded values by frexp, not from the pass's own bit arithmetic;
+    zeros, NaN and Inf codes do not count, and a matrix of only those has no range."""
     rng = np.random.default_rng(len(fmt.name))
     for m, k in ((3, 1), (17, 70), (40, 129)):
         codes = rng.integers(0, 256, (2, m, k), dtype=np.uint8)
         codes[0, 0, 0] = 0x80  # -0
-        dst = np.zeros((2, -(-m // 16), -(-k // 64), 16, 64))
+        dst = np.zeros((2, -(-m // 16), -(-k // 64), 16, 64), panel)
         got = float8.pack_a(codes, fmt, dst)
         values = fmt.decode(codes).astype(np.float64)
         live = values[np.isfinite(values) & (values != 0)]
@@ -572,7 +573,7 @@ def test_a_panels_hold_the_values_and_their_exponent_range(fmt):
         np.testing.assert_array_equal(np.isnan(dst), np.isnan(want))
         np.testing.assert_array_equal(dst[~np.isnan(dst)], want[~np.isnan(want)])
     specials = np.array([[[0x00, 0x80, 0x7F, 0xFF]]], np.uint8)  # zeros and NaN in both formats
-    assert float8.pack_a(specials, fmt, np.zeros((1, 1, 1, 16, 64))) is None
+    assert float8.pack_a(specials, fmt, np.zeros((1, 1, 1, 16, 64), panel)) is None
 
 
 @pytest.mark.parametrize("dtype", FP8_DTYPES)
@@ -598,3 +599,109 @@ def test_zero_sums_meet_every_kind_of_c_across_many_steps(dtype):
         assert_bits(out, want, f"{dtype} threads={threads}")
         nan = np.isnan(out)
         assert (out.view(np.uint32)[nan] == 0xFFC00000).all()
+
+
+# -- the binary32 kernel (fp8c): a step whose chain of binary32 FMAs rounded runs in binary64 -------
+
+
+def _chain_operands(dtype, rng, m, k, n, every=False):
+    """Codes whose binary32 chains round in some steps and not in others, inside the per-call
+    proof: values up to 2^6 (E5M2 x E5M2 sums then fit binary64: 6 + 6 + 2 + 6 + 32 <= 53), scaled
+    so partial sums reach 2^6 to 2^9, and a few of each format's smallest values among them.
+    ``every``: also the smallest value at the start of every step, in every row of A and every
+    column of B, so that every step of every row rounds."""
+    fa, fb = _formats(dtype)
+
+    def codes(shape, fmt, scale):
+        x = np.clip(rng.standard_normal(shape) * scale, -56, 56).astype(ML[fmt.name]).view(np.uint8)
+        x[rng.random(shape) < 0.01] = 0x01  # 2^-16 (E5M2) or 2^-9 (E4M3)
+        return x
+
+    a, b = codes((m, k), fa, 8.0), codes((k, n), fb, 2.0)
+    if every:
+        a[:, ::64] = 0x01
+        b[::64, :] = 0x01
+    return a, b
+
+
+def _steps_that_round_in_binary32(a, b, dtype):
+    """Per output and K step of 64: whether the chain ``acc = fl32(acc + a_k b_k)`` from +0, K in
+    order, ends away from the exact sum. The products are exact in binary64, and so is each
+    ``acc + p`` for these operands (|sums| < 2^22, every product a multiple of 2^-32), so the
+    binary64 sum rounded to binary32 is one binary32 FMA."""
+    fa, fb = _formats(dtype)
+    A, B = _values(a, fa), _values(b, fb)
+    k = A.shape[1]
+    out = []
+    for k0 in range(0, k, 64):
+        acc = np.zeros((A.shape[0], B.shape[1]), np.float32)
+        exact_sum = np.zeros(acc.shape)
+        for kk in range(k0, min(k0 + 64, k)):
+            p = np.outer(A[:, kk], B[kk])
+            exact_sum += p
+            acc = (acc.astype(np.float64) + p).astype(np.float32)
+        assert np.abs(exact_sum).max() < 2.0**22
+        out.append(acc.astype(np.float64) != exact_sum)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("dtype", FP8_DTYPES)
+@pytest.mark.parametrize("every", [False, True], ids=["some", "every"])
+def test_steps_whose_binary32_chain_rounds_run_in_binary64(dtype, every):
+    """The binary32 kernel's steps, some of whose FMA chains round: the data must have such steps
+    (else the binary64 redo goes untested) and steps without, within one call; the call stays on
+    fp8c's fast path and gives the reference's bits, over partial tiles, K tails, several
+    tilings and both thread counts. ``every``: every row rounds in every step, over more steps
+    than one body call runs (16), so the back-off's straight binary64 steps run too. Without the
+    redo, every case fails."""
+    rng = np.random.default_rng([7, len(dtype), every])
+    m, k, n = 37, (20 if every else 3) * 64 + 17, 45
+    a, b = _chain_operands(dtype, rng, m, k, n, every)
+    rounds = _steps_that_round_in_binary32(a, b, dtype)
+    if every:
+        assert rounds.any(axis=2).all()  # in every step, every row has an output that rounds
+    else:
+        assert 0.01 < rounds.mean() < 0.9, rounds.mean()
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    want = reference.matmul(a, b, dtype, c=c)
+    for tiling in SEED_TILINGS + ("2x3",):
+        for threads in (1, 2):
+            out = c.copy()
+            with tilegemm.plan.recording() as rec:
+                tilegemm.matmul(a, b, dtype, tiling, out=out, accumulate=True, threads=threads)
+            assert rec.calls[-1][0].split("-")[2] == "fp8c" and rec.calls[-1][1] == "fast", rec.describe()
+            assert_bits(out, want, f"{dtype} {tiling} threads={threads}")
+
+
+@pytest.mark.skipif(not X86, reason="MXCSR exists on x86 only")
+def test_binary32_body_runs_under_its_own_mxcsr_and_restores_the_callers():
+    """The body sets MXCSR for its steps and puts the caller's back on exit. Run in this thread
+    (one K step of one tile, not a parallel call) under a caller's MXCSR with every flag set,
+    FTZ, DAZ and rounding toward -inf: the bits are the reference's, steps that round in binary32
+    and steps that do not alike, and MXCSR is as it was, to the bit."""
+    dtype = "bf8"
+    rng = np.random.default_rng(9)
+    a, b = _chain_operands(dtype, rng, 16, 64, 16)
+    rounds = _steps_that_round_in_binary32(a, b, dtype)[0]
+    assert rounds.any() and not rounds.all(), rounds.mean()
+    fa, fb = _formats(dtype)
+    A = _values(a, fa).astype(np.float32)  # one panel: 16 rows of 64
+    B = _values(b, fb).astype(np.float32)  # one block: [k][n]
+    c = rng.standard_normal((16, 16)).astype(np.float32)
+    c[0, :3] = [f32(0x80000001), f32(0x00400000), -0.0]  # read with DAZ, as the instruction does
+    want = reference.matmul(a, b, dtype, c=c)
+    step = dispatch.FAMILIES["fp8c"].superblock_step(1, 1, 1, (0, 0))  # the switches at their defaults
+    out = c.copy()
+    step(A.ravel(), B.ravel(), out.ravel(), np.empty(256, np.float32))  # compiled beforehand
+    assert_bits(out, want, "default MXCSR")
+    caller = 0x1F80 | 0x3F | FTZ | DAZ | (1 << 13)  # masks, all six flags, FTZ, DAZ, round down
+    old = get_mxcsr()
+    out = c.copy()
+    set_mxcsr(caller)
+    try:
+        step(A.ravel(), B.ravel(), out.ravel(), np.empty(256, np.float32))
+        after = get_mxcsr()
+    finally:
+        set_mxcsr(old)
+    assert after == caller, (hex(after), hex(caller))
+    assert_bits(out, want, "caller's MXCSR with FTZ, DAZ, round down")

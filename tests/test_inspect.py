@@ -48,19 +48,37 @@ def test_host_microkernels_vectorize(dtype, isa):
         assert r.int_dot > 0
 
 
-@pytest.mark.parametrize("dtype,vector,per_trip", [("cfp16", "float", 4 * 4), ("hf8", "double", 2 * 4)])
-def test_complex_and_fp8_microkernels_vectorize(dtype, vector, per_trip):
+@pytest.mark.parametrize(
+    "dtype,family,vector,per_trip", [("cfp16", None, "float", 4 * 4), ("hf8", "fp8quads", "double", 2 * 4)]
+)
+def test_complex_and_fp8_microkernels_vectorize(dtype, family, vector, per_trip):
     # The bodies loop over K in IR (4 elements per trip): every row's accumulators take one FMA
-    # per element, 4 per complex element (RL and IM, two lanes each), 2 for FP8 (16 columns of
-    # binary64 in two zmm). An FP8 body that holds C in registers joins two rounded vectors into
-    # one C register, which LLVM writes as one rounding of a vector twice as wide.
-    body = dispatch.lookup("amx", dtype, "2x2").body
-    r = inspect.vector_report(dtype, "2x2")
+    # per element, 4 per complex element (RL and IM, two lanes each), 2 for FP8 in binary64 (16
+    # columns of binary64 in two zmm; the fallback of the binary32 body, below). An FP8 body that
+    # holds C in registers joins two rounded vectors into one C register, which LLVM writes as one
+    # rounding of a vector twice as wide.
+    case = (dtype, "2x2", "amx") + ((family,) if family else ())
+    body = dispatch.lookup("amx", dtype, "2x2").body if family is None else targets.shape(family)
+    (r,) = inspect.vector_reports([case])
     assert r.vectorized and r.scalar_fma == 0 and _within_budget(r), r
     assert r.widest_vector == f"<{body.width * (2 if body.hold_c else 1)} x {vector}>"
     assert r.vector_fma >= body.rows * per_trip
-    h = inspect.vector_report(dtype, cpu="haswell")
+    (h,) = inspect.vector_reports([case], cpu="haswell")
     assert h.vectorized and h.widest_bits == 256 and _within_budget(h), h
+
+
+@pytest.mark.parametrize("cpu", [None, "haswell"])
+def test_fp8_binary32_body_vectorizes_without_spills(cpu):
+    """AMX-FP8's binary32 body (fp8c): one FMA per row and vector of 16 columns per element (4 per
+    trip of its loop), binary32 vectors of the row's width, and its inner loops (the binary32
+    chains, and the binary64 step it calls where a chain rounded) keep everything in registers:
+    for the host and for haswell's 16 ymm (all six table CPUs: the cross-target test below)."""
+    (r,) = inspect.vector_reports([("hf8", "2x2", "amx")], cpu=cpu)
+    shp = targets.shape("fp8c", None if cpu is None else frozenset(inspect.TARGETS[cpu].split(",")))
+    assert "-fp8c-" in r.body, r.body
+    assert r.vectorized and r.scalar_fma == 0 and r.loop_spills == 0, r
+    assert r.vector_fma >= shp.rows * (16 // shp.width) * 4, r
+    assert f"<{shp.width} x float>" in inspect.llvm_ir("hf8", cpu=cpu)
 
 
 #: ACE MX's body (a function of its own, kernels/ace.py): the vector registers its inner loop
@@ -74,7 +92,7 @@ def test_cross_target_bodies_stay_in_registers(cpu):
     width, and its inner loop stores and reloads no more vector registers than the row allows:
     none. ACE MX's binary64 body (the fallback of the MX FP8 forms) spills no more than
     :data:`MX_SPILLS` records, the binary32 bodies (MX FP8 with its binary64 steps outlined,
-    MXINT8, TOP2BF16PS) none."""
+    MXINT8, TOP2BF16PS, and AMX-FP8 with its binary64 steps outlined) none."""
     entry = targets.entry_for(cpu, frozenset(inspect.TARGETS[cpu].split(",")))
     assert entry is not None and cpu in entry.cpus
     ace = [
@@ -82,6 +100,7 @@ def test_cross_target_bodies_stay_in_registers(cpu):
         ("mxfp8_e4m3", "2x2", "ace"),
         ("mxint8", "2x2", "ace"),
         ("bf16", "2x2", "ace"),
+        ("hf8", "2x2", "amx"),
     ]
     reports = inspect.vector_reports([(d, "2x2", i) for d, i in KERNELS] + ace, cpu=cpu)
     mx, *binary32 = reports[len(KERNELS) :]

@@ -243,6 +243,10 @@ def _cross_runs(cases: str) -> list:
             else:
                 pool = np.array([0.0, -0.0, np.inf, np.nan, 2.0**-24, 60000.0, 1.0, -3.5, 2.0**-133])
                 runs.append((rng.choice(pool, (m, k)), rng.choice(pool, (k, n)), None, d, isa))
+        if instr.exact_sum:  # AMX-FP8: 2^-16 in every row of every step: every step rounds in binary32
+            a, b = instr.sample(37, 20 * 64 + 17, 45, rng)
+            a[:, ::64] = 2.0**-16
+            runs.append((a * 8, b, None, d, isa))
     return runs
 
 
@@ -250,14 +254,16 @@ def _cross_runs(cases: str) -> list:
 # shift is applied before any emitter runs, so one dtype each is enough).
 _TARGETS = {
     # AVX2 + FMA + F16C: VPMADDUBSW/VPMADDWD on ymm, F16C conversions, 8-wide float bodies.
-    "haswell": ("+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16", "avx2:s8s8,avx512_fp16:fp16"),
+    # AMX-FP8's binary32 body there holds C in memory (16 ymm; on 32-register hosts it holds C in
+    # registers), as does the x86-64 one (xmm).
+    "haswell": ("+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16", "avx2:s8s8,avx512_fp16:fp16,amx:bf8"),
     # AVX-512 without VNNI: VPDPBUSDS's portable form on 16 lanes.
     "skylake-avx512": (
         "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16,+avx512f,+avx512cd,+avx512bw,+avx512dq,+avx512vl",
         "avx512_vnni_sat:u8s8",
     ),
     # x86-64 baseline: every body in generic IR, binary16 by integer operations.
-    "x86-64": ("+64bit,+sse,+sse2,+cx8,+fxsr,+mmx,+cmov", "avx512_vnni_sat:s8s8,avx2:u8s8,avx512_fp16:fp16"),
+    "x86-64": ("+64bit,+sse,+sse2,+cx8,+fxsr,+mmx,+cmov", "avx512_vnni_sat:s8s8,avx2:u8s8,avx512_fp16:fp16,amx:bf8"),
 }
 
 

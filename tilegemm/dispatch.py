@@ -58,6 +58,7 @@ class Family:
     a_layout, b_layout:
         What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values (a complex
         element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats),
+        ``"fp8_32"`` the same as binary32,
         ``"f16"`` binary16 codes (``[k][n]`` for B, as ``"f32"`` orders values), or ``"bytes"``
         the 8-bit codes; for ACE (``tilegemm.ace``) ``"mx64"``, binary64 values times
         their MX block scales, ``"mx32"``, the same in binary32, ``"mx32c"``, those with a
@@ -148,6 +149,19 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
         ),
         "cfp16": Family("cfp16", "gemm_cfp16_fast", "gemm_cfp16_exact", "CFP16_FAST", "f32", "f32", True, "tile_cfp16"),
         "fp8quads": Family("fp8quads", "gemm_fp8_fast", "gemm_fp8_exact", "FP8_FAST", "f64", "f64", True, "tile_fp8"),
+        # AMX-FP8 in binary32, a step whose chain rounded (MXCSR.PE) again in binary64, under
+        # fp8quads' proof (which the binary64 steps need); else fp8quads.
+        "fp8c": Family(
+            "fp8c",
+            "gemm_fp8c_fast",
+            "gemm_fp8c_fast",
+            "FP8C_FAST",
+            "fp8_32",
+            "fp8_32",
+            True,
+            "tile_fp8",
+            fallback="fp8quads",
+        ),
         # ACE: MX values scaled by their block scales (binary64), and BF16 as float32 without DAZ.
         "ace_mx": Family("ace_mx", "gemm_ace_mx_fast", "gemm_ace_mx_exact", "ACE_MX_FAST", "mx64", "mx64", True),
         # MXINT8 in binary32: a step's four products share one scale pair and sum exactly there

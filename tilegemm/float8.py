@@ -3,8 +3,8 @@
 - :func:`decode_table`: the 256 values of a format as binary64 (exact: every 8-bit float is), NaN
   and infinities included, made once per format from the compiled decode of
   ``tilegemm.kernels.exact.fp8_fix`` (the twin of ``tilegemm.reference.fp8.fix``).
-- :func:`pack_a`: A's codes as the kernels' binary64 tile panels ``(nA, M_tiles, K_steps, 16, 64)``,
-  zero-padded, with the exponent range the fast-path proof needs, in one pass.
+- :func:`pack_a`: A's codes as the kernels' binary64 (or binary32) tile panels ``(nA, M_tiles,
+  K_steps, 16, 64)``, zero-padded, with the exponent range the fast-path proof needs, in one pass.
 
 This module rearranges and widens exact values; it never rounds (``formats`` converts user values
 to codes, as ml_dtypes does).
@@ -53,41 +53,47 @@ def decode_table(fmt: NumberFormat) -> np.ndarray:
     return t
 
 
+def pack_a(src: np.ndarray, fmt: NumberFormat, dst: np.ndarray) -> tuple[int, int] | None:
+    """``src`` (nA, M, K) codes -> ``dst`` (nA, MT, KB, 16, k_step) panels of binary64 or binary32
+    values (both exact), zero-filled beforehand. Returns the smallest and largest exponent of the
+    non-zero finite values (None: there are none)."""
+    values = decode_table(fmt)
+    if dst.dtype == np.float32:
+        lo, hi = _pack_a(src, values.astype(np.float32), dst.view(np.int32), np.int64(23), np.int64(0xFF), 127)
+    else:
+        lo, hi = _pack_a(src, values, dst.view(np.int64), np.int64(52), np.int64(0x7FF), 1023)
+    return None if lo > hi else (int(lo), int(hi))
+
+
 @njit(cache=True, parallel=True)
-def _pack_a(src, values, dst):
+def _pack_a(src, values, bits, shift, top, bias):
+    """The panels as integers (``bits``: ``dst`` viewed as int64 or int32, ``values`` the table of
+    its float type): an exponent field is ``(b >> shift) & top``, with ``top`` for NaN/Inf."""
     nA, M, K = src.shape
-    k_step = dst.shape[4]
+    k_step = bits.shape[4]
+    vbits = values.view(bits.dtype)
     lo = np.full(nA * M, 32767, np.int32)
     hi = np.full(nA * M, -32768, np.int32)
     for row in prange(nA * M):
         a = row // M
         m = row % M
-        # Biased binary64 exponents of the row's values: zeros (0) and NaN/Inf (2047) left out by
-        # selects, so that both loops vectorize (every 8-bit float value is a binary64 normal).
-        elo, ehi = np.int64(2047), np.int64(0)
+        # Biased exponents of the row's values: zeros (0) and NaN/Inf (top) left out by selects,
+        # so that both loops vectorize (every 8-bit float value is a binary32 and binary64 normal).
+        elo, ehi = top, np.int64(0)
         for kb in range(-(-K // k_step)):
-            out = dst[a, m // 16, kb, m % 16]
+            out = bits[a, m // 16, kb, m % 16]
             n = min(k_step, K - kb * k_step)
             codes = src[a, m, kb * k_step : kb * k_step + n]
             for kin in range(n):
-                out[kin] = values[codes[kin]]
-            bits = out[:n].view(np.int64)
+                out[kin] = vbits[codes[kin]]
             for kin in range(n):
-                e = (bits[kin] >> 52) & 0x7FF
-                elo = min(elo, e if e != 0 else 2047)
-                ehi = max(ehi, e if e != 2047 else 0)
+                e = (np.int64(out[kin]) >> shift) & top
+                elo = min(elo, e if e != 0 else top)
+                ehi = max(ehi, e if e != top else 0)
         if elo <= ehi:
-            lo[row] = elo - 1023
-            hi[row] = ehi - 1023
+            lo[row] = elo - bias
+            hi[row] = ehi - bias
     return lo.min(), hi.max()
-
-
-def pack_a(src: np.ndarray, fmt: NumberFormat, dst: np.ndarray) -> tuple[int, int] | None:
-    """``src`` (nA, M, K) codes -> ``dst`` (nA, MT, KB, 16, k_step) binary64 panels, zero-filled
-    beforehand. Returns the smallest and largest exponent of the non-zero finite values (None:
-    there are none)."""
-    lo, hi = _pack_a(src, decode_table(fmt), dst)
-    return None if lo > hi else (int(lo), int(hi))
 
 
 for _fn in (_table, _pack_a):

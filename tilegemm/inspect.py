@@ -93,6 +93,7 @@ def _probe(isa, dtype, tiling, family=None):
     layout_dtypes = {
         "f32": np.float32,
         "f64": np.float64,
+        "fp8_32": np.float32,
         "mx64": np.float64,
         "mx32": np.float32,
         "mx32c": np.float32,

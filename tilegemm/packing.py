@@ -270,7 +270,7 @@ def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> 
     group split into planes, ``[pair][even/odd][n]`` (a complex element: ``[k][re/im][n]``), so a
     vector of 16 columns loads in one go (kernels/tiles.py). ``"f16"``: the binary16 codes in
     ``"f32"``'s order, ``[pair][even/odd][n]``, that is ``[k][n]``. ``"f64"``: exact binary64 values
-    of 8-bit floats, ``[quad][j][n]``, that is ``[k][n]``.
+    of 8-bit floats, ``[quad][j][n]``, that is ``[k][n]``; ``"fp8_32"``: the same as binary32.
     """
     if fmt.lanes > 1:
         el = el.view(fmt.part.storage)  # type: ignore[attr-defined]  # an element's parts side by side
@@ -280,9 +280,12 @@ def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> 
         out = np.empty(flat.shape, np.float32)  # written once, in the final order
         _WIDEN[(fmt, daz)](flat, out=out.view(np.uint32))
         return out
-    if layout in ("f16", "f64"):  # [k][n]: the codes, or the 8-bit floats' binary64 values
+    if layout in ("f16", "f64", "fp8_32"):  # [k][n]: the codes, or the 8-bit floats' values
         kn = np.ascontiguousarray(flat.swapaxes(-1, -2))
-        return kn if layout == "f16" else float8.decode_table(fmt)[kn]
+        if layout == "f16":
+            return kn
+        values = float8.decode_table(fmt)
+        return (values if layout == "f64" else values.astype(np.float32))[kn]
     return np.ascontiguousarray(flat)
 
 
@@ -357,11 +360,11 @@ def a_panels(
         A = np.zeros(panels, instr.a.storage)
         convert.pack_a_int(a, A)
         return A, None
-    if layout == "f64":
+    if layout in ("f64", "fp8_32"):
         if a.dtype == np.float32:  # headed for an 8-bit float: rounded here (RNE, as ml_dtypes)
             a = instr.a.f32_round(a.view(np.uint32))  # type: ignore[misc]
-        A64 = np.zeros(panels, np.float64)
-        return A64, float8.pack_a(a, instr.a, A64)
+        A8 = np.zeros(panels, np.float64 if layout == "f64" else np.float32)
+        return A8, float8.pack_a(a, instr.a, A8)
     if lanes > 1:
         a = np.ascontiguousarray(a).view(instr.a.part.storage)  # type: ignore[attr-defined]  # (nA, M, 2K)
     codes_mode, f32_mode = _A_MODES[(instr.a, instr.daz_inputs)]
@@ -390,8 +393,9 @@ def tile_operands(
         panel = panel.view(instr.a.part.storage)  # type: ignore[attr-defined]  # (re, im) side by side
     if layout == "f32":
         A = _WIDEN[(instr.a, instr.daz_inputs)](panel).view(np.float32)
-    elif layout == "f64":
+    elif layout in ("f64", "fp8_32"):
         A = float8.decode_table(instr.a)[panel]
+        A = A if layout == "f64" else A.astype(np.float32)
     else:  # "bytes", "f16": the codes
         A = panel
     k4, n, g = b_codes.shape

@@ -98,6 +98,8 @@ def test_info_lists_the_records(capsys):
     assert f"{mx32} " in out and "gemm_ace_mx32_fast (where its proof fails: family ace_mx)" in out
     mx32c = dispatch.lookup("ace", "mxfp8_e5m2", "2x2").name
     assert f"{mx32c} " in out and "gemm_ace_mx32c_fast (where its proof fails: family ace_mx)" in out
+    fp8c = dispatch.lookup("amx", "bf8", "2x2").name
+    assert f"{fp8c} " in out and "gemm_fp8c_fast (where its proof fails: family fp8quads)" in out
 
 
 def test_bench_body_times_the_binary64_bodies():
@@ -111,3 +113,6 @@ def test_bench_body_times_the_binary64_bodies():
     assert "of the peak 10.0" in rates[0].line()
     mx32c = perf._mx32c_body(peak=20.0, reps=1)  # and ACE MX FP8 in binary32, against its own peak
     assert mx32c.family == "ace_mx32c" and mx32c.rate > 0 and "float" in mx32c.body and mx32c.peak == 20.0
+    fp8c = perf._fp8c_bodies(steps=2, peak=20.0, reps=1)  # AMX-FP8 in binary32: exact steps, and all redone
+    assert [r.family for r in fp8c] == ["fp8c", "fp8c redo"]
+    assert all(r.rate > 0 and "float" in r.body and r.peak == 20.0 for r in fp8c)

@@ -241,9 +241,41 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
         r = BodyRate(name, f"{body} {kind}", rate, ipeak if kind == "int" else fpeak)
         report(r.line())
         out.append(r)
-    for r in _binary64_bodies(steps, fpeak / 2 if fpeak else None) + [_mx32c_body(fpeak)]:
+    for r in _binary64_bodies(steps, fpeak / 2 if fpeak else None) + _fp8c_bodies(steps, fpeak) + [_mx32c_body(fpeak)]:
         report(r.line())
         out.append(r)
+    return out
+
+
+def _fp8c_bodies(steps: int, peak: float | None, reps: int = 2000) -> list[BodyRate]:
+    """AMX-FP8's binary32 body (layout ``"fp8_32"``) alone over one 16-row tile and ``steps`` K
+    steps in L1, against the binary32 FMA peak: on small integers, where every step's chains are
+    exact, and (``fp8c redo``) with one 2^-16 in every row of every step, which makes every chain
+    round, so that every step runs again in binary64 (the worst case, both sums)."""
+    from numba import njit
+
+    from .kernels import targets, tiles
+
+    rows = targets.shape("fp8c").rows
+    body = tiles.fp8c_body
+
+    @njit
+    def loop(A, B, C, reps):
+        for _ in range(reps):
+            for m in range(0, 16, rows):
+                body(A, m * 64, 64, B, 0, C, m * 16, 16, steps, 1024, 1024)
+
+    rng = np.random.default_rng(0)
+    out = []
+    for name in ("fp8c", "fp8c redo"):
+        A = rng.integers(-8, 8, (steps, 16, 64)).astype(np.float32)
+        B = rng.integers(-8, 8, (steps, 64, 16)).astype(np.float32)
+        if name == "fp8c redo":
+            A[:, :, 0] = 2.0**-16  # times an integer b, below the last bit of any partial sum >= 2^8
+            A[:, :, 1:] *= 8
+        C = np.zeros(256, np.float32)
+        best = _best_time(loop, (A.ravel(), B.ravel(), C), reps)
+        out.append(BodyRate(name, f"{rows}x16 float", 2 * 16 * 16 * 64 * steps * reps / best / 1e9, peak))
     return out
 
 

@@ -22,8 +22,9 @@ variants of the tile multiply:
   the proof over setting MXCSR in worker threads because it needs no per-thread state, cannot
   leak flags to the caller, and LLVM may move float operations across an ``ldmxcsr`` it does not
   know to be a barrier. (AMX-FP8's binary32 body does use MXCSR, for one flag and within one
-  call, fenced and restored: ``fp8.py``.) Under the proof a partial sum is never -0 (it starts at +0 and no result
-  flushes), so running the zero pairs that pad K to a whole tile step changes no bit either.
+  call, fenced and restored: ``fp8.py``.) Under the proof a partial sum is never -0 (it starts
+  at +0 and no result flushes), so running the zero pairs that pad K to a whole tile step changes
+  no bit either.
 
 Operand layouts are the contract in ``kernels/__init__.py``; the kernel B block is
 ``[pair][even/odd][n]`` float32 (512 values).

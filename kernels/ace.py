@@ -76,7 +76,7 @@ from numba.extending import intrinsic
 from .exact import _MIN_NORMAL, add32, round_ftz, round_scaled, two_sum
 from .rounding import bits_f32, f32_bits
 from .targets import shape
-from .vector import _F32, _I32, _TILE, _const, _data, _ptr, _splat, ir_loop, outlined
+from .vector import _F32, _I32, _TILE, _const, _data, _ptr, _splat, ir_loop, outlined, phis
 
 __all__ = [
     "ACE_MX_EXACT",
@@ -583,13 +583,7 @@ def mx32c_tile_rows(mr: int, width: int = 16, k_block: int = 64):
                     outlined(builder, f"tilegemm.ace_mx32c.binary64.{mr}x{width}", [ap, bp, cp, base] + k + crows, wide)
                     slow = [builder.load(cptr[i // parts][i % parts], align=4) for i in range(mr * parts)]
                     slow_block = builder.block
-            out = []
-            for f, w in zip(fast, slow):
-                ph = builder.phi(vt)
-                ph.add_incoming(f, fast_block)
-                ph.add_incoming(w, slow_block)
-                out.append(ph)
-            return out
+            return phis(builder, [(fast, fast_block), (slow, slow_block)])
 
         final = ir_loop(builder, nsteps, step, init)
         for r in range(mr):

@@ -50,7 +50,7 @@ from numba.core import cgutils
 
 from .exact import add32, round_scaled
 from .isa import _body
-from .vector import _F32, _I32, _TILE, _body_intrinsic, _const, _ptr, _splat, ir_loop, outlined
+from .vector import _F32, _I32, _TILE, _body_intrinsic, _const, _ptr, _splat, ir_loop, outlined, phis
 
 __all__ = ["FP8_EXACT", "FP8_FAST", "FP8C_FAST", "fp8_tile_rows", "fp8_steps_rows", "fp8c_steps_rows", "fp8_exact"]
 
@@ -287,16 +287,6 @@ def fp8c_steps_rows(mr: int, width: int = 16, hold_c: bool = True, redo_rows: in
                 outlined(builder, f"tilegemm.fp8c.binary64.{redo_rows}x{width}", args, wide)
             return [builder.load(p, align=4) for p in slots] if hold_c else []
 
-        def merge(values):
-            """Phis joining ``(C values, block)`` from the branches just closed."""
-            out = []
-            for i in range(len(values[0][0])):
-                ph = builder.phi(vt)
-                for vals, block in values:
-                    ph.add_incoming(vals[i], block)
-                out.append(ph)
-            return out
-
         def one_step(arow, b_off, c):
             rows = [arow(r) for r in range(mr)]
             held = [x for row in c for x in row]  # empty where C stays in memory
@@ -337,8 +327,8 @@ def fp8c_steps_rows(mr: int, width: int = 16, hold_c: bool = True, redo_rows: in
                                     builder.store(builder.fadd(builder.load(p, align=4), y), p, align=4)
                                 fast = []
                             fast = (fast, builder.block)
-                    tried = (merge([slow, fast]) if hold_c else [], builder.block)
-            out = merge([direct, tried]) if hold_c else []
+                    tried = (phis(builder, [slow, fast]), builder.block)
+            out = phis(builder, [direct, tried])
             return [out[r * parts : (r + 1) * parts] for r in range(mr)] if hold_c else [[] for _ in range(mr)]
 
         c_in = [[_daz(builder, builder.load(p, align=4)) for p in row] for row in cptr]

@@ -10,9 +10,10 @@ interleave changes no bit. Which tile multiply runs is chosen at compile time
 (``tiles.tile_multiply``) from the operand types (float32 C for TDPBF16PS/TDPFP16PS, int32 C for
 TDPB*D) and from the entry point's variant constant.
 
-The binary64 fast paths (AMX-FP8, ACE MX) loop otherwise on targets with 32 vector registers: a
-job is a row of superblocks across N, and each group of the body's rows runs its K steps across
-the job's column tiles (``_rows_of_superblocks``); the bits are the same, as each C element still
+The binary64 fast paths (AMX-FP8, ACE MX) loop otherwise on targets with 32 vector registers,
+and the binary32 ones of AMX-FP8 and ACE MX FP8 on every target: a job is a row of superblocks
+across N, and each group of the body's rows runs its K steps across the job's column tiles
+(``_rows_of_superblocks``); the bits are the same, as each C element still
 sees its own K steps in order.
 
 Operand layouts are the contract in ``kernels/__init__.py``. Entry points of instructions with

@@ -66,6 +66,19 @@ def outlined(builder, name: str, args: list, emit) -> None:
     builder.call(fn, args)
 
 
+def phis(builder, branches: list) -> list:
+    """At the block where branches meet, one phi per value: ``branches`` holds, per incoming
+    branch, ``(values, block)``, the values that branch ends with (all of one length and type
+    position by position) and the block it ends in."""
+    out = []
+    for i, first in enumerate(branches[0][0]):
+        ph = builder.phi(first.type)
+        for values, block in branches:
+            ph.add_incoming(values[i], block)
+        out.append(ph)
+    return out
+
+
 def _fma_fn(builder, vt):
     fnty = ir.FunctionType(vt, [vt, vt, vt])
     return cgutils.get_or_insert_function(builder.module, fnty, f"llvm.fma.v{vt.count}f32")

@@ -43,12 +43,13 @@ def _table(ebits, mbits, ieee, shift):
 
 
 @functools.cache
-def decode_table(fmt: NumberFormat) -> np.ndarray:
-    """The binary64 value of every code 0..255 of an 8-bit float format (read-only)."""
+def decode_table(fmt: NumberFormat, dtype: type = np.float64) -> np.ndarray:
+    """The value of every code 0..255 of an 8-bit float format as binary64, or as binary32
+    (``dtype``; exact too: every 8-bit float is a binary32 normal), read-only."""
     mf = fmt.minifloat
     if mf is None:
         raise ValueError(f"format {fmt.name!r} is not an 8-bit float")
-    t = _table(mf.exponent_bits, mf.mantissa_bits, mf.ieee_specials, mf.fix_shift)
+    t = _table(mf.exponent_bits, mf.mantissa_bits, mf.ieee_specials, mf.fix_shift).astype(dtype)
     t.flags.writeable = False
     return t
 
@@ -57,9 +58,9 @@ def pack_a(src: np.ndarray, fmt: NumberFormat, dst: np.ndarray) -> tuple[int, in
     """``src`` (nA, M, K) codes -> ``dst`` (nA, MT, KB, 16, k_step) panels of binary64 or binary32
     values (both exact), zero-filled beforehand. Returns the smallest and largest exponent of the
     non-zero finite values (None: there are none)."""
-    values = decode_table(fmt)
+    values = decode_table(fmt, np.float32 if dst.dtype == np.float32 else np.float64)
     if dst.dtype == np.float32:
-        lo, hi = _pack_a(src, values.astype(np.float32), dst.view(np.int32), np.int64(23), np.int64(0xFF), 127)
+        lo, hi = _pack_a(src, values, dst.view(np.int32), np.int64(23), np.int64(0xFF), 127)
     else:
         lo, hi = _pack_a(src, values, dst.view(np.int64), np.int64(52), np.int64(0x7FF), 1023)
     return None if lo > hi else (int(lo), int(hi))

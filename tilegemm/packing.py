@@ -262,6 +262,10 @@ def exponent_range64(x: np.ndarray) -> tuple[int, int] | None:
     return int(e.min()), int(e.max())
 
 
+# The layouts of the 8-bit floats' exact values, and the float type each holds them in.
+_FP8_VALUES: dict[str, type] = {"f64": np.float64, "fp8_32": np.float32}
+
+
 def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> np.ndarray:
     """VNNI blocks of codes ``(..., KB, NB, 16, 16, group)`` as a kernel family reads them,
     ``(batch, NB, KB, 16, ...)``.
@@ -280,12 +284,9 @@ def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> 
         out = np.empty(flat.shape, np.float32)  # written once, in the final order
         _WIDEN[(fmt, daz)](flat, out=out.view(np.uint32))
         return out
-    if layout in ("f16", "f64", "fp8_32"):  # [k][n]: the codes, or the 8-bit floats' values
+    if layout == "f16" or layout in _FP8_VALUES:  # [k][n]: the codes, or the 8-bit floats' values
         kn = np.ascontiguousarray(flat.swapaxes(-1, -2))
-        if layout == "f16":
-            return kn
-        values = float8.decode_table(fmt)
-        return (values if layout == "f64" else values.astype(np.float32))[kn]
+        return kn if layout == "f16" else float8.decode_table(fmt, _FP8_VALUES[layout])[kn]
     return np.ascontiguousarray(flat)
 
 
@@ -360,10 +361,10 @@ def a_panels(
         A = np.zeros(panels, instr.a.storage)
         convert.pack_a_int(a, A)
         return A, None
-    if layout in ("f64", "fp8_32"):
+    if layout in _FP8_VALUES:
         if a.dtype == np.float32:  # headed for an 8-bit float: rounded here (RNE, as ml_dtypes)
             a = instr.a.f32_round(a.view(np.uint32))  # type: ignore[misc]
-        A8 = np.zeros(panels, np.float64 if layout == "f64" else np.float32)
+        A8 = np.zeros(panels, _FP8_VALUES[layout])
         return A8, float8.pack_a(a, instr.a, A8)
     if lanes > 1:
         a = np.ascontiguousarray(a).view(instr.a.part.storage)  # type: ignore[attr-defined]  # (nA, M, 2K)
@@ -393,9 +394,8 @@ def tile_operands(
         panel = panel.view(instr.a.part.storage)  # type: ignore[attr-defined]  # (re, im) side by side
     if layout == "f32":
         A = _WIDEN[(instr.a, instr.daz_inputs)](panel).view(np.float32)
-    elif layout in ("f64", "fp8_32"):
-        A = float8.decode_table(instr.a)[panel]
-        A = A if layout == "f64" else A.astype(np.float32)
+    elif layout in _FP8_VALUES:
+        A = float8.decode_table(instr.a, _FP8_VALUES[layout])[panel]
     else:  # "bytes", "f16": the codes
         A = panel
     k4, n, g = b_codes.shape

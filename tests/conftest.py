@@ -178,3 +178,58 @@ def pytest_collection_modifyitems(config, items):
         else:
             group = item.module.__name__
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+#: The CPUs tests/test_inspect.py cross-compiles the per-target table's bodies for (compiled,
+#: never run) and whose inner loops it holds to the spill budgets: AVX2 (Intel, AMD), AVX-512
+#: without and with VNNI (Intel), with AMX (Intel), and Zen 4.
+CROSS_CPUS = ("haswell", "znver3", "skylake-avx512", "icelake-server", "sapphirerapids", "znver4")
+
+
+def target_report(cpu: str | None = None, features: frozenset[str] | None = None) -> list[str]:
+    """Lines naming the compile target (the host, or ``NUMBA_CPU_NAME``; or ``cpu`` with
+    ``features``), its LLVM, and for every row of the per-target table whether its bodies run in
+    these tests (the target's row: the kernel tests execute it) or are only cross-compiled (for the
+    CPUs of :data:`CROSS_CPUS` it names), so that a report shows which rows this host verified."""
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    from tilegemm.kernels import targets
+
+    if cpu is None:
+        cpu, features = targets.target()
+        row = targets.plan()
+        host = llvm.get_host_cpu_name()
+        origin = "this host" if cpu == host else f"NUMBA_CPU_NAME; this host is {host}"
+    else:
+        features = features or frozenset()
+        row = targets.entry_for(cpu, features)
+        origin = "given"
+    version = ".".join(map(str, llvm.llvm_version_info))
+    lines = [
+        f"tilegemm target: LLVM CPU {cpu} ({origin}), class {targets.target_class(features)}, "
+        f"LLVM {version} (llvmlite {llvmlite.__version__})"
+    ]
+    if row is None:
+        lines.append("tilegemm: no table row fits this target: the portable superblock loop runs")
+    for e in targets.TABLE:
+        cross = ", ".join(c for c in CROSS_CPUS if c in e.cpus)
+        if e is row:
+            what = (
+                f"executed here; also cross-compiled for {cross} (tests/test_inspect.py)" if cross else "executed here"
+            )
+        else:
+            what = (
+                f"cross-compiled only, for {cross} (tests/test_inspect.py)"
+                if cross
+                else "neither executed nor compiled"
+            )
+        lines.append(f"tilegemm table row {e.name}: {what}")
+    return lines
+
+
+def pytest_report_header(config):
+    """The target and the table rows it runs (:func:`target_report`). Under pytest-xdist the
+    controller prints the header; it imports Numba and llvmlite here, which this module's imports
+    of tilegemm have already done, so the header adds only the host CPU query."""
+    return target_report()

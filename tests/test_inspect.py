@@ -4,8 +4,11 @@ on every CPU the per-target table names (cross-target compiles, never run); AMX 
 from __future__ import annotations
 
 import re
+import warnings
 
+import llvmlite.binding as llvm
 import pytest
+from conftest import CROSS_CPUS as CROSS
 
 from tilegemm import dispatch, inspect
 from tilegemm.kernels import targets
@@ -19,16 +22,58 @@ KERNELS = [
     ("u8s8", "amx"),
     ("u8u8", "amx"),
 ]
-#: The CPUs the table's rows were spill-checked for: AVX2 (Intel, AMD), AVX-512 without and with
-#: VNNI (Intel), with AMX (Intel), and Zen 4.
-CROSS = ("haswell", "znver3", "skylake-avx512", "icelake-server", "sapphirerapids", "znver4")
+#: The LLVM major version every spill count this module holds a loop to was measured with: the
+#: table's budgets (``Body.spills`` in kernels/targets.py, 0 for every body), :data:`MX_SPILLS`
+#: and the zero spills of the binary32 bodies and of VFMADD231PH's loop, all measured on the CPUs
+#: of :data:`CROSS` with llvmlite 0.50.0, which links LLVM 22.1. Register allocation and
+#: instruction scheduling change between LLVM versions and between CPUs, so a count is exact only
+#: for that version and those CPUs.
+MEASURED_LLVM = 22
+#: Elsewhere (another LLVM major version, or a host CPU not in :data:`CROSS`): how many vector
+#: register stores and reloads an inner loop may have beyond its measured count before the test
+#: fails; an excess within it is reported as a :class:`SpillDrift` warning. A register spilled in
+#: the loop is one store and one reload, so this lets another scheduler move two registers out;
+#: a shape that does not fit the register file spills far more (3 x 16 BF16 pairs, one row more
+#: than the avx2 row's, stores and reloads 16 in haswell's inner loop with LLVM 22).
+UNMEASURED_ALLOWANCE = 4
+#: The LLVM inside llvmlite, which Numba compiles the kernels with.
+LLVM_VERSION = llvm.llvm_version_info
 
 
-def _within_budget(r: inspect.VectorReport) -> bool:
-    """The inner loop spills no more than the table row allows (0 for every row today). A host
-    without a row (no AVX2: none of the CPUs above) runs the portable superblock loop, whose
-    shapes no row vouches for: only its vectorization is checked."""
-    return r.spill_budget is None or r.loop_spills <= r.spill_budget
+class SpillDrift(UserWarning):
+    """An inner loop spills more than it did where its count was measured, within the allowance."""
+
+
+def check_spills(spills: int, budget: int, what: str, cpu: str, llvm_major: int = LLVM_VERSION[0]) -> None:
+    """Hold an inner loop's vector register stores and reloads (``spills``) to ``budget``, the
+    count measured for ``cpu`` with LLVM :data:`MEASURED_LLVM`: exactly where both apply; on
+    another LLVM or CPU, to ``budget`` plus :data:`UNMEASURED_ALLOWANCE`, with any excess within
+    that reported rather than failed."""
+    where = f"{what} for {cpu}, LLVM {llvm_major}"
+    if llvm_major == MEASURED_LLVM and cpu in CROSS:
+        assert spills <= budget, f"{where}: {spills} vector register spills in the inner loop, budget {budget}"
+        return
+    limit = budget + UNMEASURED_ALLOWANCE
+    assert spills <= limit, (
+        f"{where}: {spills} vector register spills in the inner loop, more than the budget {budget} "
+        f"(measured with LLVM {MEASURED_LLVM} on {', '.join(CROSS)}) + {UNMEASURED_ALLOWANCE}"
+    )
+    if spills > budget:
+        warnings.warn(
+            SpillDrift(
+                f"{where}: {spills} vector register spills in the inner loop, {spills - budget} more than "
+                f"the budget {budget} measured with LLVM {MEASURED_LLVM} on {', '.join(CROSS)}"
+            ),
+            stacklevel=2,
+        )
+
+
+def _check_budget(r: inspect.VectorReport) -> None:
+    """The inner loop spills no more than the table row allows (:func:`check_spills`). A host
+    without a row (no AVX2: none of the CPUs of :data:`CROSS`) runs the portable superblock loop,
+    whose shapes no row vouches for: only its vectorization is checked."""
+    if r.spill_budget is not None:
+        check_spills(r.loop_spills, r.spill_budget, r.body, r.cpu)
 
 
 @pytest.mark.parametrize("dtype,isa", KERNELS)
@@ -36,7 +81,7 @@ def test_host_microkernels_vectorize(dtype, isa):
     r = inspect.vector_report(dtype, "2x2", isa)
     assert r.vectorized, r
     assert r.scalar_fma == 0
-    assert _within_budget(r), r
+    _check_budget(r)
     kern = dispatch.lookup(isa, dtype, "2x2")
     body = kern.body
     assert kern.name in r.body
@@ -55,16 +100,22 @@ def test_complex_and_fp8_microkernels_vectorize(dtype, family, vector, per_trip)
     # The bodies loop over K in IR (4 elements per trip): every row's accumulators take one FMA
     # per element, 4 per complex element (RL and IM, two lanes each), 2 for FP8 in binary64 (16
     # columns of binary64 in two zmm; the fallback of the binary32 body, below). An FP8 body that
-    # holds C in registers joins two rounded vectors into one C register, which LLVM writes as one
-    # rounding of a vector twice as wide.
+    # holds C in registers joins two rounded vectors into one C register, which LLVM 22
+    # (MEASURED_LLVM) writes as one rounding of a vector twice as wide; whether it does is LLVM's
+    # choice, so another LLVM version is held to vectors of the row's width only.
     case = (dtype, "2x2", "amx") + ((family,) if family else ())
     body = dispatch.lookup("amx", dtype, "2x2").body if family is None else targets.shape(family)
     (r,) = inspect.vector_reports([case])
-    assert r.vectorized and r.scalar_fma == 0 and _within_budget(r), r
-    assert r.widest_vector == f"<{body.width * (2 if body.hold_c else 1)} x {vector}>"
+    assert r.vectorized and r.scalar_fma == 0, r
+    _check_budget(r)
+    if LLVM_VERSION[0] == MEASURED_LLVM:
+        assert r.widest_vector == f"<{body.width * (2 if body.hold_c else 1)} x {vector}>"
+    else:
+        assert r.widest_bits >= body.width * {"float": 32, "double": 64}[vector], r.widest_vector
     assert r.vector_fma >= body.rows * per_trip
     (h,) = inspect.vector_reports([case], cpu="haswell")
-    assert h.vectorized and h.widest_bits == 256 and _within_budget(h), h
+    assert h.vectorized and h.widest_bits == 256, h
+    _check_budget(h)
 
 
 @pytest.mark.parametrize("cpu", [None, "haswell"])
@@ -76,23 +127,25 @@ def test_fp8_binary32_body_vectorizes_without_spills(cpu):
     (r,) = inspect.vector_reports([("hf8", "2x2", "amx")], cpu=cpu)
     shp = targets.shape("fp8c", None if cpu is None else frozenset(inspect.TARGETS[cpu].split(",")))
     assert "-fp8c-" in r.body, r.body
-    assert r.vectorized and r.scalar_fma == 0 and r.loop_spills == 0, r
+    assert r.vectorized and r.scalar_fma == 0, r
+    check_spills(r.loop_spills, 0, r.body, r.cpu)
     assert r.vector_fma >= shp.rows * (16 // shp.width) * 4, r
     assert f"<{shp.width} x float>" in inspect.llvm_ir("hf8", cpu=cpu)
 
 
 #: ACE MX's body (a function of its own, kernels/ace.py): the vector registers its inner loop
-#: stores and reloads, as kernels/targets.py records them: none with 32 zmm, a few with 16 ymm.
+#: stores and reloads with LLVM :data:`MEASURED_LLVM`: none with 32 zmm, a few with 16 ymm.
 MX_SPILLS = {"haswell": 6, "znver3": 4}
 
 
 @pytest.mark.parametrize("cpu", CROSS)
 def test_cross_target_bodies_stay_in_registers(cpu):
     """Each kernel's body for ``cpu`` is the one its table row names, vectorized at the row's
-    width, and its inner loop stores and reloads no more vector registers than the row allows:
-    none. ACE MX's binary64 body (the fallback of the MX FP8 forms) spills no more than
-    :data:`MX_SPILLS` records, the binary32 bodies (MX FP8 with its binary64 steps outlined,
-    MXINT8, TOP2BF16PS, and AMX-FP8 with its binary64 steps outlined) none."""
+    width, and its inner loop stores and reloads no more vector registers than the row allows
+    (``Body.spills``, none for every row). ACE MX's binary64 body (the fallback of the MX FP8
+    forms) spills no more than :data:`MX_SPILLS` records, the binary32 bodies (MX FP8 with its
+    binary64 steps outlined, MXINT8, TOP2BF16PS, and AMX-FP8 with its binary64 steps outlined)
+    none. Each count as :func:`check_spills` holds it: exactly with LLVM :data:`MEASURED_LLVM`."""
     entry = targets.entry_for(cpu, frozenset(inspect.TARGETS[cpu].split(",")))
     assert entry is not None and cpu in entry.cpus
     ace = [
@@ -107,14 +160,15 @@ def test_cross_target_bodies_stay_in_registers(cpu):
     del reports[len(KERNELS) :]
     assert "-ace_mx-" in mx.body and "-ace_mx32c-" in binary32[0].body, (mx.body, binary32[0].body)
     assert mx.vectorized and mx.scalar_fma == 0 and mx.widest_bits >= 32 * entry.pairs_bf16.width, mx
-    assert mx.loop_spills <= MX_SPILLS.get(cpu, 0), (cpu, mx.body, mx.loop_spills)
+    check_spills(mx.loop_spills, MX_SPILLS.get(cpu, 0), mx.body, cpu)
     for r in binary32:  # in binary32: one element's B vectors live at a time
         assert r.vectorized and r.scalar_fma == 0 and r.widest_bits >= 32 * entry.pairs_bf16.width, r
-        assert r.loop_spills == 0, (cpu, r.body, r.loop_spills)
+        check_spills(r.loop_spills, 0, r.body, cpu)
     for (dtype, isa), r in zip(KERNELS, reports):
         assert r.cpu == cpu and f"-{entry.name} (blocked)" in r.body, r.body
         assert r.vectorized and r.scalar_fma == 0, (dtype, isa, r)
-        assert r.spill_budget == 0 and r.loop_spills == 0, (dtype, isa, r.body, r.loop_spills)
+        assert r.spill_budget is not None, (dtype, isa, r.body)
+        check_spills(r.loop_spills, r.spill_budget, r.body, cpu)
         width = entry.pairs_bf16.width if dtype in ("bf16", "fp16") else entry.quads.width
         bits = 32 * width
         assert r.widest_bits >= bits, (dtype, isa, r.widest_vector)
@@ -126,6 +180,26 @@ def test_every_table_row_names_a_checked_cpu():
         assert any(c in e.cpus for c in CROSS), e.name
         for body in (e.pairs_bf16, e.pairs_fp16, e.dot):
             assert body.rows % e.flag_rows == 0 and body.cols in (16, 32), (e.name, body)
+
+
+def test_spill_budgets_are_exact_only_where_they_were_measured():
+    """With LLVM :data:`MEASURED_LLVM` on a CPU of :data:`CROSS` one spill over the budget fails;
+    on another LLVM version, or a CPU the budgets were not measured for, an excess up to
+    :data:`UNMEASURED_ALLOWANCE` is reported as a warning and one beyond it fails."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # within the budget: nothing to report anywhere
+        check_spills(6, 6, "body", "haswell", MEASURED_LLVM)
+        check_spills(0, 0, "body", "haswell", MEASURED_LLVM + 1)
+        check_spills(0, 0, "body", "znver5", MEASURED_LLVM)
+    with pytest.raises(AssertionError, match="7 vector register spills in the inner loop, budget 6"):
+        check_spills(7, 6, "body", "haswell", MEASURED_LLVM)
+    for cpu, major in (("haswell", MEASURED_LLVM - 1), ("znver5", MEASURED_LLVM)):
+        with pytest.warns(SpillDrift, match=f"LLVM {major}: 7 vector register spills in the inner loop, 1 more"):
+            check_spills(7, 6, "body", cpu, major)
+        with pytest.warns(SpillDrift):
+            check_spills(6 + UNMEASURED_ALLOWANCE, 6, "body", cpu, major)
+        with pytest.raises(AssertionError, match=rf"more than the budget 6 .* \+ {UNMEASURED_ALLOWANCE}"):
+            check_spills(7 + UNMEASURED_ALLOWANCE, 6, "body", cpu, major)
 
 
 def test_the_loop_spill_count_sees_spills():
@@ -147,11 +221,14 @@ def test_the_loop_spill_count_sees_spills():
 
 def test_cross_target_gives_avx512_and_avx2():
     r = inspect.vector_report("bf16", cpu="skylake-avx512")
-    assert r.widest_bits == 512 and r.vectorized and _within_budget(r)
+    assert r.widest_bits == 512 and r.vectorized
+    _check_budget(r)
     r = inspect.vector_report("s8s8", cpu="haswell")
-    assert r.vectorized and _within_budget(r)
+    assert r.vectorized
+    _check_budget(r)
     r = inspect.vector_report("bf16", cpu="haswell")
-    assert r.widest_vector == "<8 x float>" and r.vectorized and _within_budget(r)
+    assert r.widest_vector == "<8 x float>" and r.vectorized
+    _check_budget(r)
     with pytest.raises(ValueError, match="unknown cpu 'pentium'"):
         inspect.vector_report(cpu="pentium")
 
@@ -169,11 +246,12 @@ def test_avx512_fp16_runs_vfmadd231ph_where_the_cpu_has_it():
     assert targets.native_missing("f16acc", frozenset(inspect.TARGETS["icelake-server"].split(","))) == ("+avx512fp16",)
     text = inspect.asm("fp16", "2x2", "avx512_fp16", cpu="sapphirerapids")
     fmas = re.findall(r"\bvfmadd\d{3}ph\s+(.*)", text)
-    rows = targets.SHAPES["avx512_vnni"]["f16acc_native"].rows
+    rows = targets.shape("f16acc_native", spr).rows
     assert len(fmas) >= rows * 32 and all("%ymm" in f for f in fmas)
     assert sum("{1to16}" in f for f in fmas) >= rows * 31, fmas[:4]
     assert not re.search(r"\bv(?:cvtph2ps|cvtps2ph|cvtsh2s[sd]|fn?m(?:add|sub)\w*[ps][sd])\b", text)  # no widening
-    assert "hf2" not in text and "fma@" not in text and inspect.loop_spills(text) == 0
+    assert "hf2" not in text and "fma@" not in text
+    check_spills(inspect.loop_spills(text), 0, "VFMADD231PH's loop", "sapphirerapids")
 
 
 def test_ir_and_asm_are_the_vector_code():

@@ -1,8 +1,13 @@
-"""The test suite's own machinery: the worker groups of the README's test command arrive."""
+"""The test suite's own machinery: the worker groups of the README's test command arrive, and the
+report header names the table row that runs here and the rows that are only cross-compiled."""
 
 from __future__ import annotations
 
 import pytest
+from conftest import CROSS_CPUS, pytest_report_header, target_report
+
+from tilegemm import inspect
+from tilegemm.kernels import targets
 
 
 def test_xdist_groups_reach_the_scheduler(request):
@@ -11,3 +16,53 @@ def test_xdist_groups_reach_the_scheduler(request):
     if not hasattr(request.config, "workerinput") or not request.config.getvalue("loadgroup"):
         pytest.skip("checks the README's test command, pytest -n auto --dist loadgroup")
     assert request.node.nodeid.endswith("@" + request.module.__name__), request.node.nodeid
+
+
+def _row_lines(lines: list[str]) -> dict[str, str]:
+    """Each table row's line of a report, by row name (exactly one line per row)."""
+    out = {}
+    for e in targets.TABLE:
+        (line,) = [x for x in lines if x.startswith(f"tilegemm table row {e.name}:")]
+        out[e.name] = line
+    return out
+
+
+def _assert_rows(lines: list[str], executed: targets.Entry | None) -> None:
+    for e in targets.TABLE:
+        line = _row_lines(lines)[e.name]
+        cross = [c for c in CROSS_CPUS if c in e.cpus]
+        assert cross and all(c in line for c in cross), line
+        if e is executed:
+            assert "executed here" in line and "cross-compiled only" not in line, line
+        else:
+            assert "cross-compiled only" in line and "executed" not in line, line
+
+
+def test_report_header_names_the_executed_row_and_every_other(request):
+    """The header pytest prints (by the controller under pytest-xdist) names this target's LLVM
+    CPU and row as executed and every other row as cross-compiled only, for the CPUs
+    tests/test_inspect.py compiles it for."""
+    lines = pytest_report_header(request.config)
+    cpu, features = targets.target()
+    assert lines == target_report()
+    assert lines[0].startswith(f"tilegemm target: LLVM CPU {cpu} (") and f"class {targets.target_class()}," in lines[0]
+    _assert_rows(lines, targets.plan())
+    assert (targets.plan() is None) == any("portable superblock loop" in x for x in lines)
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "znver3", "skylake-avx512", "sapphirerapids", "znver4"])
+def test_report_names_the_row_of_any_target(cpu):
+    features = frozenset(inspect.TARGETS[cpu].split(","))
+    row = targets.entry_for(cpu, features)
+    assert row is not None and cpu in row.cpus
+    lines = target_report(cpu, features)
+    assert lines[0].startswith(f"tilegemm target: LLVM CPU {cpu} (given), class {targets.target_class(features)},")
+    _assert_rows(lines, row)
+
+
+def test_report_of_a_target_without_a_row():
+    """x86-64 without AVX2 runs the portable superblock loop: no row executes."""
+    lines = target_report("x86-64", frozenset({"+sse2"}))
+    assert "class generic," in lines[0]
+    assert any("no table row fits this target: the portable superblock loop runs" in x for x in lines)
+    _assert_rows(lines, None)

@@ -1,24 +1,35 @@
-"""Where and how tilegemm's compiled code is cached on disk.
+"""Where and how tilegemm's compiled code is cached on disk, without changing Numba's caching of
+any other package's functions.
 
-- :func:`install_locator`: compiled kernels are cached in a per-user folder, never next to the
-  installed package (a cache folder inside ``site-packages/tilegemm`` would outlive an
+Each of tilegemm's cached Numba functions gets its own cache object, :class:`TilegemmCache`, in
+place of the ``FunctionCache`` that ``cache=True`` gives it (:func:`own_cache`). Numba's global
+classes (``CacheImpl._locator_classes``, ``IndexDataCacheFile``) are left as they are, so a user's
+``@njit(cache=True)`` function caches where Numba puts it with or without tilegemm imported.
+
+- :class:`TilegemmCacheLocator`: compiled kernels are cached in a per-user folder, never next to
+  the installed package (a cache folder inside ``site-packages/tilegemm`` would outlive an
   uninstall and hide a later editable install). ``NUMBA_CACHE_DIR``, when set, wins as it does
   for every Numba user; otherwise the platform's user cache folder (``~/.cache/tilegemm`` on
-  Linux, ``$XDG_CACHE_HOME/tilegemm`` where that is set) is used. Only tilegemm's own source files
-  are affected: the locator declines every other function.
+  Linux, ``$XDG_CACHE_HOME/tilegemm`` where that is set) is used.
+- :class:`LockedIndexDataCacheFile`: Numba saves a cache entry in two steps (the index naming a
+  data file, then the data), without a lock, so two processes compiling different
+  specializations of one function at once (two test workers, two dask workers on a cold cache)
+  can both take data file 1 and leave an index entry pointing at the other's machine code. A file
+  lock per index makes each save, and each load, one step.
+- :func:`install_import_hook`: the kernel modules do not name :func:`own_cache` where they define
+  their functions. Instead an import hook, which acts on ``tilegemm.*`` modules only, passes each
+  such module to :func:`own_caches` once the module has run, before any code outside it can call
+  its functions. None of tilegemm's modules compiles while it is being imported (a test checks).
+  Numba's own cache object, built by ``njit`` before it is replaced, may have created an empty
+  folder for itself; it never writes an entry.
 - :func:`stamp_with_dependencies`: the on-disk cache of a kernel notices edits to the modules it
   inlines, not only its own file.
-- :func:`install_cache_lock`: Numba saves a cache entry in two steps (the index naming a data
-  file, then the data), without a lock, so two processes compiling different specializations of
-  one function at once (two test workers, two dask workers on a cold cache) can both take data
-  file 1 and leave an index entry pointing at the other's machine code. A file lock per index
-  makes each save, and each load, one step.
 - :func:`lazy_vectorize`: a ``numba.vectorize`` ufunc built on its first call rather than at
   import. Numba caches a ufunc's element function but compiles its array loop afresh in every
   process, about 0.1 s each; building the seventeen of them eagerly was most of ``import tilegemm``.
 
-All but the last reach into Numba's caching internals (``numba.core.caching``); ``tests/kernels/test_cache.py``
-checks them against the installed Numba.
+The cache classes subclass Numba's private caching classes (``numba.core.caching``);
+``tests/kernels/test_cache.py`` checks them against the installed Numba.
 """
 
 from __future__ import annotations
@@ -26,18 +37,39 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib.abc
+import importlib.machinery
 import os
+import sys
 import threading
+from types import ModuleType
 from typing import Any, Callable, Iterator
 
+from numba.core import caching, config
+from numba.core.dispatcher import Dispatcher
+from numba.np.ufunc.ufuncbuilder import UFuncDispatcher
+
+fcntl: Any
+try:
+    import fcntl
+except ImportError:  # not POSIX: Numba's own unlocked behaviour
+    fcntl = None
+
 __all__ = [
-    "install_locator",
-    "install_cache_lock",
+    "TilegemmCache",
+    "TilegemmCacheLocator",
+    "LockedIndexDataCacheFile",
+    "own_cache",
+    "own_caches",
+    "install_import_hook",
     "cache_root",
     "stamp_with_dependencies",
     "dependency_stamp",
     "lazy_vectorize",
 ]
+
+#: The package whose modules the import hook hands to :func:`own_caches`.
+PACKAGE = __name__.partition(".")[0]
 
 
 def cache_root() -> str:
@@ -47,88 +79,157 @@ def cache_root() -> str:
     return str(AppDirs(appname="tilegemm", appauthor=False).user_cache_dir)
 
 
-def _package_roots() -> tuple[str, ...]:
-    here = os.path.dirname(os.path.realpath(__file__))  # kernels/
-    package = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)  # tilegemm/ (or the tree root)
-    roots = {here, os.path.realpath(package)}
-    framework = os.path.realpath(os.path.join(here, os.pardir, "tilegemm"))  # source tree layout
-    if os.path.isdir(framework):
-        roots.add(framework)
-    return tuple(sorted(roots))
+class TilegemmCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """Caches a function under ``NUMBA_CACHE_DIR`` when that is set, else under :func:`cache_root`,
+    in a folder per source folder (named as Numba names its own)."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        root = config.CACHE_DIR or cache_root()
+        self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
+
+    def get_cache_path(self):
+        return self._cache_path
 
 
-def install_locator() -> None:
-    """Put tilegemm's cache locator in front of Numba's in-tree one (once per process)."""
-    from numba.core import caching, config
+class _TilegemmCacheImpl(caching.CompileResultCacheImpl):
+    # Numba's own locators follow, for a function without a source file on disk or where the
+    # folder above cannot be written (NUMBA_CACHE_LOCATOR_CLASSES, where set, replaces the whole
+    # list, as it does for every function).
+    _locator_classes = [TilegemmCacheLocator, *caching.CompileResultCacheImpl._locator_classes]
 
-    if any(getattr(c, "_tilegemm", False) for c in caching.CacheImpl._locator_classes):
+
+@contextlib.contextmanager
+def _locked(path: str, exclusive: bool) -> Iterator[None]:
+    """Hold ``flock`` on ``path`` (created if need be); unlocked where it cannot be opened."""
+    if fcntl is None:
+        yield
         return
-    roots = tuple(r + os.sep for r in _package_roots())
-
-    class TilegemmCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
-        """Caches tilegemm's own functions under :func:`cache_root`."""
-
-        _tilegemm = True
-
-        def __init__(self, py_func, py_file):
-            self._py_file = py_file
-            self._lineno = py_func.__code__.co_firstlineno
-            self._cache_path = os.path.join(cache_root(), self.get_suitable_cache_subpath(py_file))
-
-        def get_cache_path(self):
-            return self._cache_path
-
-        @classmethod
-        def from_function(cls, py_func, py_file):
-            if config.CACHE_DIR or not os.path.realpath(py_file).startswith(roots):
-                return None  # NUMBA_CACHE_DIR set, or not ours: Numba's own locators decide
-            return super().from_function(py_func, py_file)
-
-    classes = caching.CacheImpl._locator_classes
-    after = next((i + 1 for i, c in enumerate(classes) if c is caching.UserProvidedCacheLocator), 0)
-    classes.insert(after, TilegemmCacheLocator)
-
-
-def install_cache_lock() -> None:
-    """Hold an exclusive lock on ``<index>.lock`` while Numba saves a cache entry (reading the
-    index, choosing a data file, writing both) and a shared one while it loads one (once per
-    process; POSIX ``flock``; where the lock file cannot be opened, Numba runs unlocked, as before).
-    Applies to every Numba cache file in the process, tilegemm's or not."""
     try:
-        import fcntl
-    except ImportError:  # not POSIX: Numba's own behaviour
+        f = open(path, "a+b")
+    except OSError:  # a read-only cache folder: Numba's behaviour, unlocked
+        yield
         return
-    from numba.core import caching
-
-    cls: Any = caching.IndexDataCacheFile
-    if getattr(cls, "_tilegemm_locked", False):
-        return
-    save, load = cls.save, cls.load
-
-    @contextlib.contextmanager
-    def locked(cache_file: Any, kind: int) -> Iterator[None]:
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
-            f = open(cache_file._index_path + ".lock", "a+b")
-        except OSError:
             yield
-            return
-        with f:
-            fcntl.flock(f, kind)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
-    def locked_save(self: Any, key: Any, data: Any) -> None:
-        with locked(self, fcntl.LOCK_EX):
-            save(self, key, data)
 
-    def locked_load(self: Any, key: Any) -> Any:
-        with locked(self, fcntl.LOCK_SH):
-            return load(self, key)
+class LockedIndexDataCacheFile(caching.IndexDataCacheFile):
+    """Numba's index and data files, with an exclusive lock on ``<index>.lock`` while an entry is
+    saved (reading the index, choosing a data file, writing both) or the index is emptied, and a
+    shared one while an entry is loaded (POSIX ``flock``)."""
 
-    cls.save, cls.load = locked_save, locked_load
-    cls._tilegemm_locked = True
+    def _lock(self, exclusive: bool) -> contextlib.AbstractContextManager[None]:
+        return _locked(self._index_path + ".lock", exclusive)
+
+    def save(self, key, data):
+        with self._lock(exclusive=True):
+            super().save(key, data)
+
+    def load(self, key):
+        with self._lock(exclusive=False):
+            return super().load(key)
+
+    def flush(self):
+        with self._lock(exclusive=True):
+            super().flush()
+
+
+class TilegemmCache(caching.FunctionCache):
+    """Numba's ``FunctionCache`` with :class:`TilegemmCacheLocator` and
+    :class:`LockedIndexDataCacheFile`."""
+
+    _impl_class = _TilegemmCacheImpl
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        # Numba's constructor names IndexDataCacheFile itself; the same file, locked.
+        self._cache_file = LockedIndexDataCacheFile(
+            cache_path=self.cache_path,
+            filename_base=self._impl.filename_base,
+            source_stamp=self._impl.locator.get_source_stamp(),
+        )
+
+
+def _cache_attribute(dispatcher: Any) -> str | None:
+    """Where a dispatcher keeps its cache: ``_cache`` (``njit``), ``cache`` (a ufunc's)."""
+    if isinstance(dispatcher, Dispatcher):
+        return "_cache"
+    if isinstance(dispatcher, UFuncDispatcher):
+        return "cache"
+    return None
+
+
+def own_cache(dispatcher: Any) -> Any:
+    """Give a Numba dispatcher built with ``cache=True`` (an ``njit`` function's, or a ufunc's) a
+    :class:`TilegemmCache` of its own, and return it. Anything else, a dispatcher without caching
+    included, is returned as it is; so is one that has its :class:`TilegemmCache` already (its
+    stamp, :func:`stamp_with_dependencies`, is kept)."""
+    attribute = _cache_attribute(dispatcher)
+    if attribute is None:
+        return dispatcher
+    cache = getattr(dispatcher, attribute)
+    if isinstance(cache, caching.FunctionCache) and not isinstance(cache, TilegemmCache):
+        setattr(dispatcher, attribute, TilegemmCache(dispatcher.py_func))
+    return dispatcher
+
+
+def own_caches(module: ModuleType) -> None:
+    """:func:`own_cache` for each dispatcher among ``module``'s globals that tilegemm defines (a
+    function imported from another package keeps the cache Numba gave it)."""
+    for value in list(vars(module).values()):
+        # The type test comes first: a LazyUfunc would build its ufunc on a look-up of py_func.
+        if _cache_attribute(value) is not None:
+            defined_in = getattr(value.py_func, "__module__", None) or ""
+            if defined_in.startswith(PACKAGE + "."):
+                own_cache(value)
+
+
+class _OwnCachesLoader(importlib.machinery.SourceFileLoader):
+    """Python's source loader, then :func:`own_caches` on the module it has run."""
+
+    def exec_module(self, module: ModuleType) -> None:
+        super().exec_module(module)
+        own_caches(module)
+
+
+class _OwnCachesFinder(importlib.abc.MetaPathFinder):
+    """Finds a ``tilegemm.*`` module as the finders after it would, and loads it with
+    :class:`_OwnCachesLoader`. Every other module it leaves to them untouched."""
+
+    def find_spec(self, fullname, path, target=None):
+        if not fullname.startswith(PACKAGE + "."):
+            return None
+        for finder in sys.meta_path:
+            find_spec = getattr(finder, "find_spec", None)
+            if isinstance(finder, _OwnCachesFinder) or find_spec is None:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        # A module not loaded from a source file (a zip archive, a compiled module) is left as
+        # found: Numba's own locators serve whatever it defines.
+        if type(spec.loader) is importlib.machinery.SourceFileLoader:
+            spec.loader = _OwnCachesLoader(spec.loader.name, spec.loader.path)
+        return spec
+
+
+def install_import_hook() -> None:
+    """Put :class:`_OwnCachesFinder` first on ``sys.meta_path`` (once per process), and pass the
+    ``tilegemm.*`` modules already imported to :func:`own_caches`. Called by ``tilegemm``'s
+    ``__init__`` before it imports any module that defines a cached function."""
+    if not any(isinstance(f, _OwnCachesFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _OwnCachesFinder())
+    for name, module in list(sys.modules.items()):
+        if name.startswith(PACKAGE + ".") and module is not None:
+            own_caches(module)
 
 
 def dependency_stamp(own_stamp, paths) -> str:
@@ -145,11 +246,14 @@ def stamp_with_dependencies(dispatcher, modules) -> None:
 
     Numba stamps an on-disk cache with the content hash of the function's own source file, so a
     change to ``tiles.py`` or ``vector.py`` alone would leave a stale ``gemm`` in the cache. This
-    extends the stamp (a private attribute of Numba's cache, checked by a test on the installed
-    Numba version; where it is absent, nothing happens).
+    gives the dispatcher its :class:`TilegemmCache` first (:func:`own_cache`; the kernel modules
+    call this while they run, before the import hook would) and extends that cache's stamp (a
+    private attribute of Numba's cache file, checked by a test on the installed Numba version;
+    where it is absent, nothing is stamped).
     """
-    cache = getattr(dispatcher, "_cache", None) or getattr(dispatcher, "cache", None)  # njit; a ufunc's
-    cache_file = getattr(cache, "_cache_file", None)
+    own_cache(dispatcher)
+    attribute = _cache_attribute(dispatcher)
+    cache_file = getattr(getattr(dispatcher, attribute), "_cache_file", None) if attribute else None
     if cache_file is not None and hasattr(cache_file, "_source_stamp"):
         paths = [m.__file__ for m in modules]
         cache_file._source_stamp = dependency_stamp(cache_file._source_stamp, paths)
@@ -176,11 +280,19 @@ class LazyUfunc:
         if self._ufunc is None:
             with self._lock:
                 if self._ufunc is None:
-                    from numba import vectorize
+                    from numba.np.ufunc.decorators import Vectorize
 
-                    ufunc = vectorize(self._signatures, cache=True)(self._func)
-                    stamp_with_dependencies(getattr(ufunc, "_dispatcher", None), self._depends)
-                    self._ufunc = ufunc
+                    # numba.vectorize(signatures, cache=True), step by step: the element
+                    # function gets tilegemm's cache, stamped, before its first signature compiles.
+                    ufunc = Vectorize(self._func, cache=True)
+                    dispatcher = ufunc._dispatcher
+                    own_cache(dispatcher)
+                    if self._depends:
+                        stamp_with_dependencies(dispatcher, self._depends)
+                    for signature in self._signatures:
+                        ufunc.add(signature)
+                    ufunc.disable_compile()
+                    self._ufunc = ufunc.build_ufunc()
         return self._ufunc
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -13,8 +13,9 @@ from typing import Any
 
 from .kernels import _cache
 
-_cache.install_locator()  # before anything compiles: compiled code goes to a per-user cache
-_cache.install_cache_lock()  # and two processes filling one cache cannot swap entries
+# Before any module defining a cached kernel runs: each such kernel gets tilegemm's own cache (a
+# per-user folder, an index locked while it changes); Numba's caching of other code is untouched.
+_cache.install_import_hook()
 
 from .api import matmul  # noqa: E402
 from .compare import BitDiff, bitdiff  # noqa: E402

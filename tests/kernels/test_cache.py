@@ -1,8 +1,12 @@
-"""The compiled-kernel cache is invalidated by edits to any module the tile loop inlines."""
+"""tilegemm's cache of compiled code: where it lies, what invalidates it, its lock, and that
+Numba's caching of any other code is left as it was."""
 
 from __future__ import annotations
 
 import shutil
+
+import numpy as np
+import pytest
 
 from tilegemm.kernels import _cache
 from tilegemm.kernels import gemm as G
@@ -81,17 +85,160 @@ def test_numba_cache_dir_wins(tmp_path):
     assert not (tmp_path / "xdg" / "tilegemm").exists()
 
 
-def test_locator_declines_other_functions(tmp_path, monkeypatch):
-    from numba.core import caching, config
+def _module(tmp_path, name, source, module_name=None):
+    """Run ``source`` as a module from a file ``<name>.py`` under ``tmp_path``."""
+    import importlib.util
 
-    monkeypatch.setattr(config, "CACHE_DIR", "")
-    locator = next(c for c in caching.CacheImpl._locator_classes if getattr(c, "_tilegemm", False))
-    other = tmp_path / "mod.py"
-    other.write_text("def f():\n    return 1\n")
-    ns: dict = {}
-    exec(compile(other.read_text(), str(other), "exec"), ns)
-    assert locator.from_function(ns["f"], str(other)) is None
-    assert locator.from_function(G.gemm_int.py_func, G.__file__) is not None
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(module_name or name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_USER_FUNCTION = "from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x * 2 + 1\n"
+
+
+def test_own_caches_takes_only_tilegemm_functions(tmp_path):
+    """The import hook's walk replaces the cache of a function a ``tilegemm.*`` module defines,
+    never that of a function it imports from elsewhere."""
+    from numba.core import caching
+
+    foreign = _module(tmp_path, "usermod", _USER_FUNCTION)
+    ours = _module(tmp_path, "ownmod", _USER_FUNCTION, module_name="tilegemm._test_own_caches")
+    ours.imported = foreign.f
+    _cache.own_caches(ours)
+    assert type(foreign.f._cache) is caching.FunctionCache
+    assert type(ours.f._cache) is _cache.TilegemmCache
+    assert type(ours.f._cache._cache_file) is _cache.LockedIndexDataCacheFile
+
+
+_EVERY_MODULE = r"""
+import gc, importlib, pkgutil
+import tilegemm
+from numba.core import caching
+from numba.core.dispatcher import Dispatcher
+from numba.np.ufunc.ufuncbuilder import UFuncDispatcher
+from tilegemm.kernels import _cache
+for info in pkgutil.walk_packages(tilegemm.__path__, "tilegemm."):
+    if info.name != "tilegemm.__main__":
+        importlib.import_module(info.name)
+ours = [
+    d for d in gc.get_objects()
+    if isinstance(d, (Dispatcher, UFuncDispatcher)) and d.py_func.__module__.startswith("tilegemm.")
+]
+cached = [(d.py_func.__module__ + "." + d.py_func.__qualname__, getattr(d, "_cache", None) or d.cache) for d in ours]
+cached = [(name, c) for name, c in cached if isinstance(c, caching.FunctionCache)]
+assert len(cached) > 50, sorted(cached)
+numbas = sorted(name for name, c in cached if type(c) is not _cache.TilegemmCache)
+assert not numbas, numbas
+compiled = sorted(d.py_func.__qualname__ for d in ours if d.overloads)
+assert not compiled, compiled
+print("ok")
+"""
+
+
+def test_every_cached_kernel_has_tilegemm_cache():
+    """With every tilegemm module imported, each of tilegemm's ``cache=True`` functions holds a
+    :class:`TilegemmCache`, and none has compiled yet: one compiled while its module ran would
+    have gone through Numba's own cache, before the import hook replaced it."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _EVERY_MODULE], capture_output=True, text=True, env=dict(os.environ))
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+_UNTOUCHED = r"""
+import importlib.machinery, sys
+import numpy as np
+from numba.core import caching
+locators = list(caching.CacheImpl._locator_classes)
+index_file = dict(vars(caching.IndexDataCacheFile))
+function_cache = dict(vars(caching.FunctionCache))
+if sys.argv[2] == "tilegemm":
+    import tilegemm
+    a = np.float32([[1, 2], [3, 4]])
+    assert tilegemm.matmul(a, a, "bf16").tolist() == [[7, 10], [15, 22]]
+    assert caching.CacheImpl._locator_classes == locators
+    assert all(c.__module__ == "numba.core.caching" for c in locators), locators
+    assert dict(vars(caching.IndexDataCacheFile)) == index_file
+    assert dict(vars(caching.FunctionCache)) == function_cache
+sys.path.insert(0, sys.argv[1])
+import usermod
+assert type(usermod.__loader__) is importlib.machinery.SourceFileLoader
+assert usermod.f(np.int64(20)) == 41
+assert type(usermod.f._cache) is caching.FunctionCache
+assert type(usermod.f._cache._cache_file) is caching.IndexDataCacheFile
+print(usermod.f._cache.cache_path)
+"""
+
+
+def test_numba_caching_of_other_code_is_untouched(tmp_path):
+    """After ``import tilegemm`` and a matmul, Numba's caching classes are as they were, and a
+    user's ``cache=True`` function caches next to its source, as without tilegemm."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # Numba's in-tree cache
+    written = {}
+    for run in ("tilegemm", "numba"):
+        folder = tmp_path / run
+        folder.mkdir()
+        (folder / "usermod.py").write_text(_USER_FUNCTION)
+        done = subprocess.run(
+            [sys.executable, "-c", _UNTOUCHED, str(folder), run], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip() == str(folder / "__pycache__"), done.stdout
+        written[run] = sorted(p.name for p in (folder / "__pycache__").iterdir() if p.suffix != ".pyc")
+    assert written["tilegemm"] == written["numba"], written
+    assert {n.split(".")[-1] for n in written["numba"]} == {"nbi", "nbc"}, written  # no lock file
+
+
+def _lock_state(fcntl, path):
+    """The lock another open file of ``path`` sees held: "none", "shared" or "exclusive"."""
+    with open(path, "a+b") as f:
+        for kind, state in ((fcntl.LOCK_EX, "none"), (fcntl.LOCK_SH, "shared")):
+            try:
+                fcntl.flock(f, kind | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            fcntl.flock(f, fcntl.LOCK_UN)
+            return state
+        return "exclusive"
+
+
+def test_tilegemm_caches_take_the_lock(tmp_path, monkeypatch):
+    """A compile through tilegemm's cache reads the index under a shared lock to look for an entry,
+    then reads and writes it under an exclusive one to save the new entry."""
+    fcntl = pytest.importorskip("fcntl")
+    from numba.core import config
+
+    assert type(G.gemm_amx_fast._cache._cache_file) is _cache.LockedIndexDataCacheFile
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "cache"))
+    f = _cache.own_cache(_module(tmp_path, "lockmod", _USER_FUNCTION).f)
+    cache_file = f._cache._cache_file
+    assert cache_file._index_path.startswith(str(tmp_path / "cache"))
+    lock = cache_file._index_path + ".lock"
+    seen = []
+    load_index, save_index = cache_file._load_index, cache_file._save_index
+
+    def watched_load_index():
+        seen.append(("read", _lock_state(fcntl, lock)))
+        return load_index()
+
+    def watched_save_index(overloads):
+        seen.append(("write", _lock_state(fcntl, lock)))
+        save_index(overloads)
+
+    monkeypatch.setattr(cache_file, "_load_index", watched_load_index)
+    monkeypatch.setattr(cache_file, "_save_index", watched_save_index)
+    assert f(np.int64(20)) == 41
+    assert seen == [("read", "shared"), ("read", "exclusive"), ("write", "exclusive")]
 
 
 def test_import_builds_no_ufunc():
@@ -137,64 +284,99 @@ def test_lazy_ufunc_keywords_attributes_and_pickle():
     assert pickle.loads(pickle.dumps(f)) is f
 
 
-_RACE = r"""
-import pathlib, sys, time
-import numpy as np
-from numba.core import caching
-if sys.argv[2] == "lock":
-    import tilegemm  # installs the cache lock
-# Both writers meet after choosing a data file and before naming it in the index (unlocked,
-# both have read the empty index and chosen file 1; locked, the second is still waiting for the
-# lock, so the first goes on after a timeout). Then "a" writes its index entry first and its
-# data last, so that unlocked, the index names b's entry and the data file holds a's code.
-me, other = sys.argv[1], "b" if sys.argv[1] == "a" else "a"
-before, after = {"a": (0.0, 1.0), "b": (0.3, 0.0)}[me]
-root = pathlib.Path(sys.argv[3])
-save_index = caching.IndexDataCacheFile._save_index
-def slow(self, overloads):
-    (root / f"ready-{me}").touch()
-    deadline = time.monotonic() + 2
-    while not (root / f"ready-{other}").exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(before)
-    save_index(self, overloads)
-    time.sleep(after)
-caching.IndexDataCacheFile._save_index = slow
-sys.path.insert(0, sys.argv[3])
-from racemod import f
-print(f(np.int64(20)) if sys.argv[1] == "a" else f(np.float64(20.5)))
-"""
+def _race(tmp_path, file_class, monkeypatch):
+    """Two writers, ``a`` and ``b`` (threads, each with its own open lock file, as two processes
+    have), save different keys into one empty index, stepped through Numba's save:
+
+    1. ``a`` reads the index (holding the lock, where there is one) and stops;
+    2. ``b`` starts and runs until it has read the index too and stops, or until it would wait
+       for the lock (``fcntl.flock`` is tried without blocking first, so this is seen, not timed);
+    3. ``a`` names data file 1 in the index and stops before writing the data;
+    4. if ``b`` has read the index, it saves in full: it read the index as empty, so it names
+       data file 1 too, in place of ``a``'s entry, and writes its data there;
+    5. ``a`` writes its data, and ``b``, if it was waiting for the lock, saves in full.
+
+    Returns where ``b`` first stopped, and what a fresh reader of the index loads for each key."""
+    import fcntl as real_fcntl
+    import queue
+    import threading
+
+    def make():
+        return file_class(cache_path=str(tmp_path), filename_base="f-1.py311", source_stamp="stamp")
+
+    stops = {w: queue.Queue() for w in "ab"}  # where each writer has stopped
+    go = {(w, stop): threading.Event() for w in "ab" for stop in ("read", "data")}
+    files = {}
+    for w in "ab":
+        files[w] = cache_file = make()
+
+        def stop(at, w=w):
+            stops[w].put(at)
+            assert go[w, at].wait(60), (w, at)  # a bound on a hang, not a timing
+
+        def read_index(read=cache_file._load_index, stop=stop):
+            overloads = read()
+            stop("read")
+            return overloads
+
+        def write_data(name, data, write=cache_file._save_data, stop=stop):
+            stop("data")
+            write(name, data)
+
+        cache_file._load_index = read_index
+        cache_file._save_data = write_data
+
+    class Fcntl:
+        """fcntl as _cache uses it; writer b first tries the lock without waiting and says so."""
+
+        LOCK_EX, LOCK_SH, LOCK_UN = real_fcntl.LOCK_EX, real_fcntl.LOCK_SH, real_fcntl.LOCK_UN
+
+        @staticmethod
+        def flock(f, operation):
+            if threading.current_thread().name == "b" and operation != real_fcntl.LOCK_UN:
+                try:
+                    return real_fcntl.flock(f, operation | real_fcntl.LOCK_NB)
+                except BlockingIOError:
+                    stops["b"].put("lock")
+            return real_fcntl.flock(f, operation)
+
+    monkeypatch.setattr(_cache, "fcntl", Fcntl)
+    writers = {
+        w: threading.Thread(target=files[w].save, args=(key, f"{w}'s code"), name=w)
+        for w, key in (("a", "int"), ("b", "float"))
+    }
+    writers["a"].start()
+    assert stops["a"].get(timeout=60) == "read"
+    writers["b"].start()
+    b_stop = stops["b"].get(timeout=60)
+    assert b_stop in ("read", "lock"), b_stop
+    go["a", "read"].set()
+    assert stops["a"].get(timeout=60) == "data"
+    go["b", "read"].set()
+    go["b", "data"].set()
+    if b_stop == "read":
+        writers["b"].join(60)
+        assert not writers["b"].is_alive()
+    go["a", "data"].set()
+    for w in writers.values():
+        w.join(60)
+        assert not w.is_alive()
+    reader = make()
+    return b_stop, reader.load("int"), reader.load("float")
 
 
-def _race(tmp_path, lock):
-    import os
-    import subprocess
-    import sys
-
-    (tmp_path / "racemod.py").write_text(
-        "from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x * 2 + 1\n"
-    )
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
-    run = [sys.executable, "-c", _RACE]
-    procs = [subprocess.Popen(run + [w, lock, str(tmp_path)], env=env, stdout=subprocess.PIPE) for w in "ab"]
-    assert [p.communicate()[0].split() for p in procs] == [[b"41"], [b"42.0"]]
-    check = (
-        "import sys, numpy as np; sys.path.insert(0, sys.argv[1]); import tilegemm; from racemod import f; "
-        "print(f(np.int64(20)), f(np.float64(20.5)))"
-    )
-    return subprocess.run([sys.executable, "-c", check, str(tmp_path)], env=env, capture_output=True, text=True)
+def test_concurrent_saves_of_one_function_keep_their_own_code(tmp_path, monkeypatch):
+    """Two processes save different specializations of one function into an empty index at
+    once; with tilegemm's lock the second waits, and each entry keeps its own code."""
+    pytest.importorskip("fcntl")
+    assert _race(tmp_path, _cache.LockedIndexDataCacheFile, monkeypatch) == ("lock", "a's code", "b's code")
 
 
-def test_concurrent_compiles_of_one_function_keep_their_own_code(tmp_path):
-    """Two processes compile different specializations of one cached function into an empty
-    cache at once; a third loads both and gets each one's own code."""
-    done = _race(tmp_path, "lock")
-    assert done.returncode == 0 and done.stdout.split() == ["41", "42.0"], (done.stdout, done.stderr[-1500:])
+def test_the_race_is_real_without_the_lock(tmp_path, monkeypatch):
+    """The same steps with Numba's own saving: the int entry is lost and the float entry names
+    the int code (so the lock above is what keeps the entries apart)."""
+    pytest.importorskip("fcntl")
+    from numba.core import caching
 
-
-def test_the_race_is_real_without_the_lock(tmp_path):
-    """The same race with Numba's own saving: the float entry names the int code (so the lock
-    above is what keeps the entries apart, not the timing)."""
-    done = _race(tmp_path, "none")
     # Should this start failing, Numba has made saving atomic itself and the lock is redundant.
-    assert done.returncode != 0 or done.stdout.split() != ["41", "42.0"], done.stdout
+    assert _race(tmp_path, caching.IndexDataCacheFile, monkeypatch) == ("read", None, "a's code")

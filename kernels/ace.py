@@ -74,6 +74,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .exact import _MIN_NORMAL, add32, round_ftz, round_scaled, two_sum
+from .families import variant_id
 from .rounding import bits_f32, f32_bits
 from .targets import shape
 from .vector import _F32, _I32, _TILE, _const, _data, _ptr, _splat, ir_loop, outlined, phis
@@ -105,9 +106,11 @@ __all__ = [
 ]
 
 # Variants of the tile multiply (``variant`` in the kernel contract, ``tiles.tile_multiply``).
-ACE_MX_EXACT, ACE_MX_FAST, ACE_BF16_EXACT, ACE_BF16_FAST = 40, 41, 42, 43
-ACE_MX32_FAST = 44  # MXINT8 in binary32 (``mx32_tile_rows``)
-ACE_MX32C_FAST = 45  # MX FP8 in binary32 where each step's bounds allow (``mx32c_tile_rows``)
+ACE_MX_EXACT, ACE_MX_FAST, ACE_BF16_EXACT, ACE_BF16_FAST = (
+    variant_id(n) for n in ("ace_mx_exact", "ace_mx_fast", "ace_bf16_exact", "ace_bf16_fast")
+)
+ACE_MX32_FAST = variant_id("ace_mx32_fast")  # MXINT8 in binary32 (``mx32_tile_rows``)
+ACE_MX32C_FAST = variant_id("ace_mx32c_fast")  # MX FP8 in binary32 where each step's bounds allow (``mx32c_tile_rows``)
 _F64 = ir.DoubleType()
 _QUIET = np.uint32(0x00400000)
 _INDEF = np.uint32(0xFFC00000)

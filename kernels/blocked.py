@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import bodies, exact, rounding, targets, vector
+from . import bodies, exact, families, rounding, targets, vector
 from ._cache import stamp_with_dependencies
 from .bodies import BSRC_BF16, BSRC_FP16
 from .exact import add32, fma32
@@ -711,6 +711,6 @@ def fast_body(name: str):
 
 
 ENTRY_POINTS = (gemm_pairs_bf16, gemm_pairs_fp16, gemm_dot_bf16, gemm_quads)
-DEPENDENCIES = (bodies, exact, rounding, targets, vector)
+DEPENDENCIES = (bodies, exact, rounding, targets, families, vector)
 for _fn in ENTRY_POINTS + (pack_a_float, exact_step, _flush_add, pack_a_bytes, pack_a_words):
     stamp_with_dependencies(_fn, DEPENDENCIES)

@@ -29,12 +29,13 @@ from llvmlite import ir
 from numba import njit
 
 from .exact import add32, fma32
+from .families import variant_id
 from .vector import _F32, _I32, _TILE, _body_intrinsic, _const, _fma_fn, _ptr, _splat, ir_loop
 
 __all__ = ["CFP16_EXACT", "CFP16_FAST", "complex_tile_rows", "cfp16_exact"]
 
 # Variants of the tile multiply (``variant`` in the kernel contract, ``tiles.tile_multiply``).
-CFP16_EXACT, CFP16_FAST = 10, 11
+CFP16_EXACT, CFP16_FAST = variant_id("cfp16_exact"), variant_id("cfp16_fast")
 _K = 16  # complex elements along K in one full tile multiply
 _UNROLL = 4  # complex elements per trip of the fast body's K loop
 

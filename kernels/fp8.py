@@ -49,13 +49,14 @@ from numba import njit
 from numba.core import cgutils
 
 from .exact import add32, round_scaled
+from .families import variant_id
 from .isa import _body
 from .vector import _F32, _I32, _TILE, _body_intrinsic, _const, _ptr, _splat, ir_loop, outlined, phis
 
 __all__ = ["FP8_EXACT", "FP8_FAST", "FP8C_FAST", "fp8_tile_rows", "fp8_steps_rows", "fp8c_steps_rows", "fp8_exact"]
 
 # Variants of the tile multiply (``variant`` in the kernel contract, ``tiles.tile_multiply``).
-FP8_EXACT, FP8_FAST, FP8C_FAST = 20, 21, 22
+FP8_EXACT, FP8_FAST, FP8C_FAST = (variant_id(n) for n in ("fp8_exact", "fp8_fast", "fp8c_fast"))
 _K = 64  # products along K in one full tile multiply
 _UNROLL = 4  # products per trip of the fast body's K loop
 _F64 = ir.DoubleType()

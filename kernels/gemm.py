@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from . import ace, cfp16, exact, fp8, isa, rounding, targets, tiles, vector
+from . import ace, cfp16, exact, families, fp8, isa, rounding, targets, tiles, vector
 from ._cache import stamp_with_dependencies
 from .ace import ACE_BF16_EXACT, ACE_BF16_FAST, ACE_MX32_FAST, ACE_MX_EXACT, ACE_MX_FAST
 from .cfp16 import CFP16_EXACT, CFP16_FAST
@@ -559,6 +559,6 @@ ENTRY_POINTS = (
     gemm_ace_bf16_fast,
     gemm_ace_bf16_exact,
 )
-DEPENDENCIES = (tiles, vector, exact, targets, cfp16, fp8, ace, isa, rounding)
+DEPENDENCIES = (tiles, vector, exact, targets, families, cfp16, fp8, ace, isa, rounding)
 for _fn in ENTRY_POINTS:
     stamp_with_dependencies(_fn, DEPENDENCIES)

@@ -54,6 +54,7 @@ from numba.extending import intrinsic
 
 from . import targets
 from .exact import round_ftz
+from .families import variant_id
 from .vector import ir_loop
 
 __all__ = [
@@ -77,7 +78,9 @@ TILE = 16
 _STEP = 16  # quads (int8) or pairs (16-bit floats) in one K step of the tile loop
 
 #: Variants of ``tiles.tile_multiply`` served by this module.
-I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC, F16ACC_NATIVE = 30, 31, 32, 33, 34, 35
+I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC, F16ACC_NATIVE = (
+    variant_id(n) for n in ("i8sat", "i16pairs", "f32fma_fast", "f32fma_exact", "f16acc", "f16acc_native")
+)
 
 # ---------------------------------------------------------------------------------------------
 # Scalar arithmetic on exact values (binary64 holding the values), independent of MXCSR

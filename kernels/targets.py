@@ -11,7 +11,7 @@ spill-free for one LLVM CPU can spill for another with the same features (measur
 requires its inner loops to stay within :attr:`Body.spills`, zero for every entry here).
 
 Targets without AVX2, FMA and F16C get no entry and run the portable superblock loop
-(``gemm.py``) with the shapes of :data:`SHAPES` by target class.
+(``gemm.py``) with the shapes each family declares by target class (``families.py``).
 
 Why these shapes (``docs/architecture.md``, "Per-target bodies", has the measurements):
 
@@ -34,6 +34,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from . import families
+from .families import CLASSES, Shape
+
 __all__ = [
     "Body",
     "Entry",
@@ -42,7 +45,6 @@ __all__ = [
     "entry_for",
     "target",
     "Shape",
-    "SHAPES",
     "target_features",
     "target_class",
     "shape",
@@ -261,127 +263,9 @@ def plan() -> Entry | None:
 
 
 # --------------------------------------------------------------------------------------------
-# The portable superblock loop's shapes (gemm.py, tiles.py): by target class, for targets
-# without a row above and for families that run the superblock loop.
+# The portable superblock loop's shapes: by target class, declared with each family
+# (families.py), for targets without a row above and for families that run the superblock loop.
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Shape:
-    """One superblock-loop body: C rows per body, C columns, floats (or int32) per vector, and
-    (AMX-FP8) whether C stays in registers across the K steps of a call."""
-
-    rows: int
-    cols: int
-    width: int
-    hold_c: bool = False
-
-
-#: Target classes, most capable first: (name, features that must all be present).
-CLASSES: tuple[tuple[str, frozenset[str]], ...] = (
-    ("avx512_vnni", frozenset({"+avx512f", "+avx512bw", "+avx512vnni"})),
-    ("avx512", frozenset({"+avx512f", "+avx512bw"})),
-    ("avx2", frozenset({"+avx2", "+fma"})),
-    ("generic", frozenset()),
-)
-
-# Rows per body. Floats (f32pairs, vdp): rows x (even, odd) x 16 columns of accumulators plus
-# the B vectors must fit the register file: 4 rows with 32 zmm, 2 rows with 16 ymm (4 rows
-# spilled on haswell). INT8 (i8quads): the widened-byte body needs temporaries per row; with a
-# VNNI dot product LLVM fuses them and 4 rows fit, elsewhere 1 row (measured by cross-target
-# compiles: tilegemm.inspect).
-SHAPES: dict[str, dict[str, Shape]] = {
-    "avx512_vnni": {"f32pairs": Shape(4, 16, 16), "vdp": Shape(4, 16, 16), "i8quads": Shape(4, 16, 16)},
-    "avx512": {"f32pairs": Shape(4, 16, 16), "vdp": Shape(4, 16, 16), "i8quads": Shape(1, 16, 16)},
-    "avx2": {"f32pairs": Shape(2, 16, 8), "vdp": Shape(2, 16, 8), "i8quads": Shape(1, 16, 8)},
-    "generic": {"f32pairs": Shape(2, 16, 8), "vdp": Shape(2, 16, 8), "i8quads": Shape(1, 16, 8)},
-}
-# AMX-COMPLEX (cfp16): 4 accumulators (two lanes of RL and of IM) per row and vector of 16
-# columns: 4 rows with 32 zmm, 1 row of 2 ymm each with 16 ymm. AMX-FP8 (fp8quads): binary64
-# accumulators, 16 columns = 2 zmm or 4 ymm per row: 8 rows with 32 zmm, 2 with 16 ymm. ``width``
-# counts the body's own elements (doubles for fp8quads). With 32 zmm, C also stays in registers
-# across a chunk's K steps (one zmm of float32 per row): on Zen 4 the body alone in L1 went from
-# 92% to 96-97% of the binary64 peak (``bench --body``), a prepacked n = 1024 FP8 matmul from 0.45-
-# 0.47 to 0.47-0.48 of numpy float32. With 16 ymm it would not fit (the cross-target compile for
-# haswell spilled 12 vector registers in the inner loop): C goes through memory there.
-for _cls, _cf, _f8 in (
-    ("avx512_vnni", Shape(4, 16, 16), Shape(8, 16, 8, hold_c=True)),
-    ("avx512", Shape(4, 16, 16), Shape(8, 16, 8, hold_c=True)),
-    ("avx2", Shape(1, 16, 8), Shape(2, 16, 4)),
-    ("generic", Shape(1, 16, 8), Shape(2, 16, 4)),
-):
-    SHAPES[_cls].update(cfp16=_cf, fp8quads=_f8)
-# AMX-FP8 in binary32 (fp8c, kernels/fp8.py): per row one float32 accumulator vector of 16 columns
-# (one zmm, two ymm), and C beside it with 32 registers; 16 ymm hold 4 rows' sums but not C too,
-# which goes through memory there. 4 rows: a step is redone in binary64 for all its rows where
-# one FMA of one of them rounded, so fewer rows redo less; on Zen 4, one thread, n = 1024, BF8 x
-# BF8 with standard normal operands (the benchmark's), the kernel alone measured 0.78 of numpy
-# float32 with 4 rows, 0.64 with 8 and 0.39 with 16 (HF8 x HF8, never redone: 1.05-1.07 each).
-# Without AVX (16 xmm), 2 rows of four 4-float vectors.
-for _cls, _shape in (
-    ("avx512_vnni", Shape(4, 16, 16, hold_c=True)),
-    ("avx512", Shape(4, 16, 16, hold_c=True)),
-    ("avx2", Shape(4, 16, 8)),
-    ("generic", Shape(2, 16, 4)),
-):
-    SHAPES[_cls]["fp8c"] = _shape
-# ACE (ace_mx, ace_bf16): C stays in registers across the outer-product steps of a block. MX: per
-# row 16 float32 C values (one zmm, or two ymm: each joins two rounded binary64 vectors) and two
-# (four) binary64 sums per step, 8 (16) B vectors per step; the 2-row AVX2 body, a function of
-# its own (kernels/ace.py), spills 4 vector registers in its inner loop for znver3 and 6 for
-# haswell (40 inlined with C as four half-width vectors per row; 2 x 16 measured fastest of 1, 2
-# and 4 rows on Zen 3). BF16: one C vector per row and two B vectors per step (16 zmm:
-# 8 rows; 16 ymm: 2 rows of two vectors).
-# MXINT8 in binary32 (ace_mx32) as BF16: one C vector per row, four B vectors per step.
-for _cls, _mx, _bf in (
-    ("avx512_vnni", Shape(8, 16, 8), Shape(8, 16, 16)),
-    ("avx512", Shape(8, 16, 8), Shape(8, 16, 16)),
-    ("avx2", Shape(2, 16, 4), Shape(2, 16, 8)),
-    ("generic", Shape(2, 16, 4), Shape(2, 16, 8)),
-):
-    SHAPES[_cls].update(ace_mx=_mx, ace_mx32=_bf, ace_mx32c=_bf, ace_bf16=_bf)
-# The other CPUs' paths (isa.py): one chain per C element that starts from C, so short bodies
-# (4 rows) let the next body's C loads overlap this one's work (8 and 16 rows measured 10-25%
-# slower at n = 1024 on Zen 4, when a body call ran one K step; a call now runs a chunk of steps
-# with C in registers, not remeasured there); the FP16-accumulator step needs temporaries. Its
-# chain (FMA, a three-operation rounding) is long, so AVX2 runs 2 rows (4 chains of 8 lanes): at
-# n = 1024 on Zen 4, the AVX2 code gave 0.086 to 0.088 of numpy float32 with 2 rows against 0.065
-# with 1 (the rounding changed too); on Zen 4 itself 4 and 8 rows of 16 lanes measured alike.
-_ISA_SHAPES = {
-    "avx512_vnni": {
-        "i8sat": Shape(4, 16, 16),
-        "i16pairs": Shape(4, 16, 16),
-        "f32fma": Shape(4, 16, 16),
-        "f16acc": Shape(4, 16, 16),
-    },
-    "avx512": {
-        "i8sat": Shape(2, 16, 16),
-        "i16pairs": Shape(4, 16, 16),
-        "f32fma": Shape(4, 16, 16),
-        "f16acc": Shape(4, 16, 16),
-    },
-    "avx2": {
-        "i8sat": Shape(1, 16, 8),
-        "i16pairs": Shape(2, 16, 8),
-        "f32fma": Shape(4, 16, 8),
-        "f16acc": Shape(2, 16, 8),
-    },
-    "generic": {
-        "i8sat": Shape(1, 16, 8),
-        "i16pairs": Shape(1, 16, 8),
-        "f32fma": Shape(4, 16, 8),
-        "f16acc": Shape(1, 16, 8),
-    },
-}
-for _cls, _shapes in _ISA_SHAPES.items():
-    SHAPES[_cls].update(_shapes)
-# VFMADD231PH itself (``f16acc_native``): 16 binary16 columns per ymm, one chain per C element.
-# Two FMA units of latency 4 need 8 chains: 8 rows, each FMA reading its A element as an
-# embedded broadcast. Shape from that port model, not measured: no AVX512-FP16 CPU ran it. On
-# targets without AVX512-FP16 the table never picks the family; the tests still run it there,
-# where LLVM carries each binary16 FMA out in binary64 and rounds once (a library call).
-for _cls, _rows in (("avx512_vnni", 8), ("avx512", 8), ("avx2", 2), ("generic", 2)):
-    SHAPES[_cls]["f16acc_native"] = Shape(_rows, 16, 16)
 
 
 @dataclass(frozen=True)
@@ -444,5 +328,5 @@ def target_class(features: set[str] | frozenset[str] | None = None) -> str:
 
 
 def shape(family: str, features: set[str] | frozenset[str] | None = None) -> Shape:
-    """The superblock-loop body shape of a kernel family on the target."""
-    return SHAPES[target_class(features)][family]
+    """The superblock-loop body shape of a kernel family on the target (``families.Family.shapes``)."""
+    return families.get(family).shapes[target_class(features)]

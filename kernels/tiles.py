@@ -58,6 +58,7 @@ from .ace import (
 )
 from .cfp16 import CFP16_EXACT, CFP16_FAST, cfp16_exact, complex_tile_rows
 from .exact import add32, fma32
+from .families import variant_id
 from .fp8 import FP8_EXACT, FP8_FAST, FP8C_FAST, fp8_exact, fp8_steps_rows, fp8_tile_rows, fp8c_steps_rows
 from .targets import shape
 from .vector import float_dot_rows, float_tile_rows, int_tile_rows
@@ -116,7 +117,9 @@ fp8c_body = fp8c_steps_rows(FP8C.rows, FP8C.width, FP8C.hold_c, min(FP8C.rows, F
 _steps_fp8c = isa._rows_tile(fp8c_body, FP8C.rows)
 
 # Variants of the float tile multiply (``variant`` in the kernel contract).
-AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = 0, 1, 2, 3
+AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST = (
+    variant_id(n) for n in ("amx_exact", "amx_fast", "avx512_exact", "avx512_fast")
+)
 # The other CPUs' paths (isa.py), by name for ``tilegemm.dispatch.Family.variant``.
 I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC, F16ACC_NATIVE = (
     isa.I8SAT,
@@ -231,6 +234,32 @@ _FLOAT_BODIES = {
 }
 
 
+#: Bodies that run a chunk of K steps of one C tile in one call, by variant: each C element one
+#: chain in K order (the other CPUs' paths of isa.py, and bodies that kernel modules of their own
+#: register with :func:`register_steps`), with whether the body takes the tail arguments.
+#: Signature ``(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, nsteps, a_step, b_step)``
+#: (``isa._rows_tile``), and with ``tail`` also ``k, kb0, codes``: the true K, the chunk's first
+#: step and the switch indices, so that the body can run the last step's own elements only.
+STEP_BODIES: dict[int, tuple] = {v: (body, False) for v, body in isa.TILE_BODIES.items()}
+
+
+def register_steps(name: str, body, tail: bool = False) -> int:
+    """Register a chunk-of-steps tile body under ``name``; its variant constant (for ``_gemm``)."""
+    v = variant_id(name)
+    if STEP_BODIES.get(v, (body, tail)) != (body, tail) or v in _FLOAT_BODIES:
+        raise ValueError(f"body variant {name!r} is registered twice")
+    STEP_BODIES[v] = (body, tail)
+    return v
+
+
+def variant(name: str) -> int:
+    """The variant constant of a registered body (``KeyError`` for an unknown name)."""
+    v = variant_id(name)
+    if v not in STEP_BODIES and v not in _FLOAT_BODIES:
+        raise KeyError(f"no tile body {name!r}")
+    return v
+
+
 def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
     """``C[mr x nc] += A[mr x k_step] @ B-block``; resolved at compile time by C's dtype.
     ``codes``: the call's switch indices (a tuple, empty for instructions without switches)."""
@@ -239,7 +268,13 @@ def tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scrat
 
 @overload(tile_multiply, inline="always", prefer_literal=True)
 def _tile_multiply(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
-    other = isa.TILE_BODIES.get(getattr(variant, "literal_value", None))
+    other, tail = STEP_BODIES.get(getattr(variant, "literal_value", None), (None, False))
+    if other is not None and tail:  # one step of a registered body: its own K elements
+
+        def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
+            other(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, 1, 0, 0, ngroups * (lda // TILE), 0, codes)
+
+        return impl
     if other is not None:  # the other CPUs' paths (isa.py), whatever C's type
 
         def impl(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, variant, codes):
@@ -277,7 +312,13 @@ def tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant,
 
 @overload(tile_steps, prefer_literal=True)
 def _tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
-    other = isa.TILE_BODIES.get(getattr(variant, "literal_value", None))
+    other, tail = STEP_BODIES.get(getattr(variant, "literal_value", None), (None, False))
+    if other is not None and tail:
+
+        def impl(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
+            other(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, kb1 - kb0, TILE * lda, b_step, k, kb0, codes)
+
+        return impl
     if other is not None:
 
         def impl(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):

@@ -135,17 +135,77 @@ def test_public_submodules_are_lazy_attributes():
 
 
 def test_kernel_body_variants_are_distinct():
-    """Each family's fast body is chosen at compile time by a variant number: two families with
-    one number would run each other's arithmetic."""
+    """Each family's fast body is chosen at compile time by a variant constant made from its name
+    (``families.variant_id``): two bodies with one constant would run each other's arithmetic, and
+    a constant that depended on import order would outlive its meaning in the on-disk cache."""
     from tilegemm import dispatch
-    from tilegemm.kernels import ace, cfp16, fp8, isa, tiles
+    from tilegemm.kernels import families, tiles
 
-    names = {"AMX_EXACT", "AMX_FAST", "AVX512_EXACT", "AVX512_FAST"}
-    values = {n: getattr(tiles, n) for n in names}
-    for module in (cfp16, fp8, isa, ace):
-        values.update({n: v for n, v in vars(module).items() if n.isupper() and n.endswith(("_FAST", "_EXACT"))})
-    values.update({n: getattr(isa, n) for n in ("I8SAT", "I16PAIRS", "F16ACC", "F16ACC_NATIVE")})
-    values = {n: v for n, v in values.items() if isinstance(v, int)}
-    assert len(set(values.values())) == len(values), values
+    bodies = set(tiles.STEP_BODIES) | set(tiles._FLOAT_BODIES)
+    assert len(bodies) == len(tiles.STEP_BODIES) + len(tiles._FLOAT_BODIES)
     for fam in dispatch.FAMILIES.values():
-        assert getattr(tiles, fam.variant) in values.values()
+        assert tiles.variant(fam.variant) in bodies, fam.name
+    names = [fam.variant for fam in dispatch.FAMILIES.values()]
+    ids = {families.variant_id(n) for n in names}
+    assert len(ids) == len(set(names))
+    assert families.variant_id("amx_fast") == 1242698503  # crc32: the same in every process
+
+
+def test_families_are_declared_once_as_data():
+    """A family's record names its entries, body, layouts and per-class shapes; the entries it
+    names exist, and every target class has a shape where the family declares any."""
+    from tilegemm import dispatch, layouts
+    from tilegemm.kernels import families
+
+    for fam in dispatch.FAMILIES.values():
+        for which in ("fast", "exact") if fam.fallback is None else ("fast",):
+            assert callable(fam.entry(which)), (fam.name, which)
+        if fam.tile is not None:
+            assert callable(fam.entry("tile"))
+        assert fam.a_layout in layouts.LAYOUTS and fam.b_layout in layouts.LAYOUTS
+        if fam.shapes:
+            assert set(fam.shapes) == {c for c, _ in families.CLASSES}, fam.name
+
+
+def test_no_module_but_the_records_switches_on_layout_names():
+    """Packing, ACE, inspect and the planner read the layout records (tilegemm.layouts)."""
+    from tilegemm import layouts
+
+    names = set(layouts.LAYOUTS)
+    offenders = {}
+    for name, path in _modules().items():
+        if name in ("tilegemm.layouts", "tilegemm.kernels.families"):
+            continue
+        hits = _string_comparisons(ast.parse(path.read_text()), names)
+        if hits:
+            offenders[name] = hits
+    assert offenders == {}
+
+
+def test_the_records_import_no_numba():
+    """The instruction, format, layout and family records load without Numba (a listing, the
+    CLI's help, a docs build): no module they import at module level, transitively, imports numba
+    or llvmlite at module level (function-level imports run on use only)."""
+    mods = _modules()
+    seen, todo = set(), ["tilegemm.instructions", "tilegemm.layouts", "tilegemm.kernels.families"]
+    heavy = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = mods[name]
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.parse(path.read_text()).body:  # module level only (TYPE_CHECKING blocks are ifs)
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                found = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods] or [target]
+            else:
+                continue
+            heavy |= {name for f in found if f.split(".")[0] in ("numba", "llvmlite")}
+            todo.extend(f for f in found if f in mods and f != "tilegemm")
+    assert "tilegemm.formats" in seen  # the walk follows the records' imports
+    assert heavy == set()

@@ -244,8 +244,11 @@ def info(out=None) -> int:
         bodies = f"bf16 {e.pairs_bf16}, fp16 {e.pairs_fp16}, vdp {e.dot}, int8 {e.quads} {e.int_kind}"
         print(f"  {e.name:18} {bodies}, K chunk {e.kc}: {', '.join(e.cpus)}", file=out)
     print(f"\nsuperblock loop, per target class: {', '.join(c for c, _ in targets.CLASSES)}", file=out)
-    for c, shapes in targets.SHAPES.items():
-        print(f"  {c:12} " + ", ".join(f"{f} {s.rows}x{s.cols}/{s.width}" for f, s in shapes.items()), file=out)
+    for c, _ in targets.CLASSES:
+        shapes = ", ".join(
+            f"{f.name} {s.rows}x{s.cols}/{s.width}" for f in dispatch.FAMILIES.values() if (s := f.shapes.get(c))
+        )
+        print(f"  {c:12} {shapes}", file=out)
     print("\nthe instruction itself where the CPU has it (kernels/targets.py NATIVE)", file=out)
     for emulated, nat in targets.NATIVE.items():
         lacks = targets.native_missing(emulated)

@@ -7,8 +7,9 @@
 - :func:`values`: the binary64 value of every code an MX outer product reads: the 8-bit floats by
   their formula for every code (E4M3 0x7F = 480; AMX-FP8's NaN and infinity rules with
   ``ace_fp8_specials="ieee_like"``), MXINT8 as ``code * 2^-6``.
-- :func:`a_panels` / :func:`b_blocks`: layout ``"mx64"``, each value times its block scale in
-  binary64 (exact: a power-of-two scaling of at most 8 significant bits), a NaN scale giving NaN;
+- :func:`build_a` / :func:`build_b` (the builders ``tilegemm.layouts`` names): layout ``"mx64"``,
+  each value times its block scale in binary64 (exact: a power-of-two scaling of at most 8
+  significant bits), a NaN scale giving NaN;
   layout ``"mx32"`` (MXINT8), the same scaled values in binary32; layout ``"mx32c"`` (MX FP8),
   those in binary32 with one bound per step after each A row and each B block (when the product
   of a step's two bounds is at most 2^24 its binary32 sum is exact: ``kernels/ace.py``); for B,
@@ -33,9 +34,9 @@ from numba import njit, prange
 
 from .formats import NumberFormat
 from .instructions import Instruction
+from .layouts import Layout
 
 __all__ = [
-    "LAYOUTS",
     "E8M0_ONE",
     "E8M0_NAN",
     "scale_codes",
@@ -43,13 +44,11 @@ __all__ = [
     "check_scales",
     "scale_values",
     "values",
-    "a_panels",
-    "b_blocks",
-    "layout_key",
+    "build_a",
+    "build_b",
 ]
 
 #: The layouts of the ACE kernel families (``tilegemm.dispatch.FAMILIES``).
-LAYOUTS = ("mx64", "mx32", "mx32c", "f32keep")
 E8M0_ONE = 0x7F  # 2^0
 E8M0_NAN = 0xFF
 _NO_EXPONENT = -32768
@@ -183,11 +182,6 @@ def _exponents(fmt: NumberFormat, ieee: bool) -> np.ndarray:
 
 def _ieee(options) -> bool:
     return (options or {}).get("ace_fp8_specials") == "ieee_like"
-
-
-def layout_key(layout: str, options) -> str:
-    """What a kernel B block of ``layout`` depends on beyond the packed bytes and scales."""
-    return f"{layout}:ieee" if layout in ("mx64", "mx32c") and _ieee(options) else layout
 
 
 def _scale_floor(codes: np.ndarray | None) -> int:
@@ -332,7 +326,7 @@ def _b_step_bounds(out: np.ndarray) -> np.ndarray:
     return _up32_all(np.ascontiguousarray(bound.max(axis=-1)))
 
 
-def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scales, options):
+def build_a(instr: Instruction, lay: Layout, a: np.ndarray, k_blocks: int, scales=None, options=None):
     """A (nA, M, K) codes as the ACE MX panels ``(nA, M_tiles, k_blocks, 16, k_block)``, and the
     range the proof reads: for ``"mx64"`` (smallest scale exponent, largest unscaled value
     exponent), for ``"mx32"`` (smallest, largest exponent of the scaled values), for ``"mx32c"``
@@ -345,9 +339,9 @@ def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scal
     fmt = instr.a
     if scales is None:
         scales = np.full((nA, M, -(-K // instr.scale_block)), E8M0_ONE, np.uint8)
-    if layout == "mx32c":  # each row: the values, then one bound per step
-        panels = panels[:-1] + (instr.k_block + 16,)
-    dst = np.zeros(panels, np.float64 if layout == "mx64" else np.float32)
+    if lay.step_bounds:  # each row: the values, then one bound per step
+        panels = panels[:-1] + (instr.k_block + lay.step_bounds,)
+    dst = np.zeros(panels, lay.dtype)
     hi, lo_s, hi_s = _pack_a_mx(
         a,
         values(fmt, _ieee(options)),
@@ -356,14 +350,14 @@ def a_panels(instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scal
         scales,
         dst,
         instr.k_block,
-        layout != "mx64",
+        lay.summary != "unscaled",
     )
-    if layout == "mx32c":
+    if lay.step_bounds:
         _a_step_bounds(a, *_low_bits(fmt, _ieee(options)), dst, instr.k_block, _body_rows())
         if hi == _NO_EXPONENT:
             return dst, None
         return dst, (_scale_floor(scales), int(hi)) + ((int(lo_s), int(hi_s)) if lo_s <= hi_s else (0, 0))
-    if layout == "mx32":
+    if lay.summary == "scaled":
         return dst, (None if lo_s > hi_s else (int(lo_s), int(hi_s)))
     return dst, (None if hi == _NO_EXPONENT else (_scale_floor(scales), int(hi)))
 
@@ -380,19 +374,21 @@ def _f32_range(codes: np.ndarray) -> tuple[int, int] | None:
     return lo, int(e[normal].max()) - 127
 
 
-def b_blocks(fmt: NumberFormat, layout: str, el: np.ndarray, scales, options, block: int = 32):
+def build_b(instr: Instruction, lay: Layout, daz: bool, el: np.ndarray, scales=None, options=None):
     """B's packed codes ``(..., KB, NB, 16, 16, group)`` as an ACE family's kernel blocks
-    ``(batch, NB, KB, 16, group, 16)`` and the proof's range (as :func:`a_panels`). ``"mx64"``:
+    ``(batch, NB, KB, 16, group, 16)`` and the proof's range (as :func:`build_a`). ``"mx64"``:
     ``[k][n]`` binary64 values times their block scales; ``"f32keep"``: ``[pair][element][n]``
     float32.
     ``"mx32"``: those values in binary32 (the range: of the scaled values, as for A).
     ``"mx32c"``: ``(batch, NB, KB, k_block + 1, 16, 1)`` binary32, each block's ``[k][n]`` rows
     then a row of one bound per outer product (:func:`_b_step_bounds`); the range: (smallest scale
     exponent, largest unscaled exponent, smallest and largest scaled exponent).
-    ``scales``: B's E8M0 codes ``(..., blocks, N)`` or None."""
+    ``scales``: B's E8M0 codes ``(..., blocks, N)`` or None. ``daz`` changes nothing: these
+    instructions read their inputs without DAZ."""
+    fmt, block = instr.b, instr.scale_block or 32
     flat = el.reshape((-1,) + el.shape[-5:])
     nB, KB, NB, R, n, g = flat.shape
-    if layout == "f32keep":
+    if not instr.scale_block:  # TOP2BF16PS: BF16 as float32, denormals kept
         out = (flat.swapaxes(1, 2).swapaxes(-1, -2).astype(np.uint32) << 16).view(np.float32)
         return np.ascontiguousarray(out), _f32_range(flat)
     ieee = _ieee(options)
@@ -408,7 +404,7 @@ def b_blocks(fmt: NumberFormat, layout: str, el: np.ndarray, scales, options, bl
         * factor.transpose(0, 1, 3, 2, 4)[:, :, :, :, None, :, None]
     )
     out = scaled.reshape(nB, KB, NB, R, n, g).transpose(0, 2, 1, 3, 5, 4)  # [k = 4r + j][n]
-    if layout == "mx32c":  # a block: k_block rows [k][n], then a row of one bound per step
+    if lay.step_bounds:  # a block: k_block rows [k][n], then a row of one bound per step
         nB, NBk, KBk = out.shape[:3]
         flat_out = out.reshape(nB, NBk, KBk, -1, n)
         with np.errstate(over="ignore"):
@@ -423,7 +419,7 @@ def b_blocks(fmt: NumberFormat, layout: str, el: np.ndarray, scales, options, bl
         e = np.frexp(live)[1] - 1
         scaled = (int(e.min()), int(e.max())) if live.size else (0, 0)
         return blocks, (_scale_floor(scales), hi) + scaled
-    if layout == "mx32":
+    if lay.summary == "scaled":
         live = out[np.isfinite(out) & (out != 0)]
         e = np.frexp(live)[1] - 1
         with np.errstate(over="ignore"):  # out of binary32's range: the proof refuses the layout

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable
 
-from .instructions import PROFILES, Instruction, resolve
+from .instructions import INSTRUCTIONS, PROFILES, Instruction, resolve
+from .kernels import families as _families
 from .model import parse_tiling
 
 __all__ = ["Family", "FAMILIES", "family_for", "Kernel", "TILINGS", "TILE_REGISTERS", "lookup", "table", "parse_tiling"]
@@ -38,82 +39,44 @@ def _feasible_tilings() -> tuple[str, ...]:
 TILINGS: tuple[str, ...] = _feasible_tilings()
 
 
-@dataclass(frozen=True)
 class Family:
-    """A family of compiled kernels (entry points named as in ``tilegemm.kernels.gemm``).
+    """Runtime access to a kernel family (``tilegemm.kernels.families.Family``, its declaration):
+    its entry points, imported on first use, and the packing-side steps around them."""
 
-    Attributes
-    ----------
-    name:
-        The family key instruction records use.
-    fast, exact:
-        Entry points: ``exact`` is right for every input; ``fast`` for inputs that pass the
-        per-call proof when ``needs_proof`` (otherwise it is right for every input too). A family
-        with a :attr:`fallback` repeats its fast entry here and never runs it as exact.
-    variant:
-        The fast body's variant constant in ``tilegemm.kernels.tiles`` (for reading its code).
-    tile:
-        The entry point the tile API runs for one instruction (the exact arithmetic on one tile,
-        serially), or None for families without a tile form.
-    a_layout, b_layout:
-        What the kernels read (``tilegemm.packing``): ``"f32"`` exact float32 values (a complex
-        element as its two parts), ``"f64"`` exact binary64 values (the 8-bit floats),
-        ``"fp8_32"`` the same as binary32,
-        ``"f16"`` binary16 codes (``[k][n]`` for B, as ``"f32"`` orders values), or ``"bytes"``
-        the 8-bit codes; for ACE (``tilegemm.ace``) ``"mx64"``, binary64 values times
-        their MX block scales, ``"mx32"``, the same in binary32, ``"mx32c"``, those with a
-        bound per K step (``tilegemm.ace``), and ``"f32keep"``, float32
-        values with denormals kept.
-    prepare:
-        ``"module:function"`` run on the packed operands just before the kernel,
-        ``f(instr, A, B, C, ib, k)``: a step of the instruction sequence that is not a tile
-        multiply (the +128 compensation of signed activations) or padding the kernel relies on.
-    c_view:
-        The dtype the kernels see C as, where it is not the result's (binary16 C as uint16 codes).
-    blocked:
-        The blocked entry point in ``tilegemm.kernels.blocked``, as a template that ``{b}``
-        completes with the B format's name (``"gemm_pairs_{b}"``), or None: the family runs the
-        superblock loop only. It reads A as the caller gave it (codes, or float32 rounded while
-        packed) and B as packed (``PackedB.data``), and decides the path per block.
-    fallback:
-        The family a call runs instead where this family's proof fails (its layouts, its own
-        proof and entries), or None. A family with a fallback has no exact entry of its own: the
-        planner answers ``"fallback"`` where its proof fails (``tilegemm.plan.make_plan``), and
-        :meth:`entry` refuses ``"exact"``.
-    """
+    def __init__(self, decl: _families.Family) -> None:
+        self.decl = decl
 
-    name: str
-    fast: str
-    exact: str
-    variant: str
-    a_layout: str
-    b_layout: str
-    needs_proof: bool
-    tile: str | None = None
-    prepare: str | None = None
-    c_view: str | None = None
-    blocked: str | None = None
-    fallback: str | None = None
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.decl, name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Family) and other.decl == self.decl
+
+    def __hash__(self) -> int:
+        return hash(self.decl)
+
+    def __repr__(self) -> str:
+        return f"Family({self.decl.name!r})"
 
     def run_prepare(self, instr, A, B, C, ib, k) -> None:
-        """Run :attr:`prepare`, if any (imported on first use)."""
-        if self.prepare is not None:
-            module, _, name = self.prepare.partition(":")
+        """Run the declaration's ``prepare``, if any (imported on first use)."""
+        if self.decl.prepare is not None:
+            module, _, name = self.decl.prepare.partition(":")
             getattr(importlib.import_module(module), name)(instr, A, B, C, ib, k)
 
     def kernel_c(self, C):
-        """C as the kernels see it (:attr:`c_view`)."""
-        return C if self.c_view is None else C.view(self.c_view)
+        """C as the kernels see it (``c_view``)."""
+        return C if self.decl.c_view is None else C.view(self.decl.c_view)
 
     def entry(self, which: str) -> Callable[..., Any]:
         """The compiled entry point ``"fast"``, ``"exact"`` or ``"tile"`` (imported on first use)."""
-        from .kernels import gemm
-
-        if which == "exact" and self.fallback is not None:
-            raise ValueError(
-                f"family {self.name!r} has no exact entry: where its proof fails, family {self.fallback!r} runs"
-            )
-        return getattr(gemm, getattr(self, which))
+        d = self.decl
+        if which == "exact" and d.fallback is not None:
+            raise ValueError(f"family {d.name!r} has no exact entry: where its proof fails, family {d.fallback!r} runs")
+        name = {"fast": d.fast, "exact": d.exact, "tile": d.tile_entry}[which]
+        if name is None:
+            raise ValueError(f"family {d.name!r} has no tile entry")
+        return getattr(importlib.import_module(f"{_families.__package__}.{d.module}"), name)
 
     def superblock_step(self, rows: int, cols: int, lanes: int = 1, codes: tuple = ()) -> Callable[..., Any]:
         """A compilable function running one K step of a rows x cols superblock through the fast
@@ -121,101 +84,36 @@ class Family:
         values per output; ``codes``: switch indices (the defaults: zeros)."""
         from .kernels import gemm, tiles
 
-        return gemm.superblock_step(getattr(tiles, self.variant), rows, cols, lanes, codes)
+        return gemm.superblock_step(tiles.variant(self.decl.variant), rows, cols, lanes, codes)
 
 
-_SHIFT = "tilegemm.profiles:compensate"
-_PAD = "tilegemm.profiles:pad_identity"
+class _Families(Mapping[str, Family]):
+    """Every kernel family by name: those the instruction records name (a family declared in a
+    kernel module of its own is imported when first asked for) and their fallbacks."""
+
+    def __getitem__(self, name: str) -> Family:
+        return _family(name)
+
+    def _names(self) -> list[str]:
+        names = dict.fromkeys(_families.FAMILIES)
+        for instr in INSTRUCTIONS.values():
+            names.setdefault(instr.kernel)
+        return list(names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+@functools.cache
+def _family(name: str) -> Family:
+    return Family(_families.get(name))
+
 
 #: Kernel families by name.
-FAMILIES: Mapping[str, Family] = MappingProxyType(
-    {
-        "f32pairs": Family(
-            "f32pairs",
-            "gemm_amx_fast",
-            "gemm_amx_exact",
-            "AMX_FAST",
-            "f32",
-            "f32",
-            True,
-            "tile_amx",
-            blocked="gemm_pairs_{b}",
-        ),
-        "vdp": Family(
-            "vdp", "gemm_avx512_fast", "gemm_avx512_exact", "AVX512_FAST", "f32", "f32", True, blocked="gemm_dot_{b}"
-        ),
-        "i8quads": Family(
-            "i8quads", "gemm_int", "gemm_int", "AMX_EXACT", "bytes", "bytes", False, "tile_amx", blocked="gemm_quads"
-        ),
-        "cfp16": Family("cfp16", "gemm_cfp16_fast", "gemm_cfp16_exact", "CFP16_FAST", "f32", "f32", True, "tile_cfp16"),
-        "fp8quads": Family("fp8quads", "gemm_fp8_fast", "gemm_fp8_exact", "FP8_FAST", "f64", "f64", True, "tile_fp8"),
-        # AMX-FP8 in binary32, a step whose chain rounded (MXCSR.PE) again in binary64, under
-        # fp8quads' proof (which the binary64 steps need); else fp8quads.
-        "fp8c": Family(
-            "fp8c",
-            "gemm_fp8c_fast",
-            "gemm_fp8c_fast",
-            "FP8C_FAST",
-            "fp8_32",
-            "fp8_32",
-            True,
-            "tile_fp8",
-            fallback="fp8quads",
-        ),
-        # ACE: MX values scaled by their block scales (binary64), and BF16 as float32 without DAZ.
-        "ace_mx": Family("ace_mx", "gemm_ace_mx_fast", "gemm_ace_mx_exact", "ACE_MX_FAST", "mx64", "mx64", True),
-        # MXINT8 in binary32: a step's four products share one scale pair and sum exactly there
-        # while the scaled values stay binary32 normals (tilegemm.plan); else ace_mx.
-        "ace_mx32": Family(
-            "ace_mx32",
-            "gemm_ace_mx32_fast",
-            "gemm_ace_mx32_fast",
-            "ACE_MX32_FAST",
-            "mx32",
-            "mx32",
-            True,
-            fallback="ace_mx",
-        ),
-        # MX FP8 in binary32 where each step's bounds prove its sum exact there, binary64 for the
-        # other steps, while the scaled values stay binary32 normals (tilegemm.plan); else ace_mx.
-        "ace_mx32c": Family(
-            "ace_mx32c",
-            "gemm_ace_mx32c_fast",
-            "gemm_ace_mx32c_fast",
-            "ACE_MX32C_FAST",
-            "mx32c",
-            "mx32c",
-            True,
-            fallback="ace_mx",
-        ),
-        "ace_bf16": Family(
-            "ace_bf16", "gemm_ace_bf16_fast", "gemm_ace_bf16_exact", "ACE_BF16_FAST", "f32keep", "f32keep", True
-        ),
-        # The other CPUs' paths (docs/isa-profiles.md; kernels/isa.py).
-        "i8sat": Family("i8sat", "gemm_i8sat", "gemm_i8sat", "I8SAT", "bytes", "bytes", False, prepare=_SHIFT),
-        "i16pairs": Family(
-            "i16pairs", "gemm_i16pairs", "gemm_i16pairs", "I16PAIRS", "bytes", "bytes", False, prepare=_SHIFT
-        ),
-        "f32fma": Family(
-            "f32fma", "gemm_f32fma_fast", "gemm_f32fma_exact", "F32FMA_FAST", "f32", "f32", True, prepare=_PAD
-        ),
-        "f16acc": Family(
-            "f16acc", "gemm_f16acc", "gemm_f16acc", "F16ACC", "f32", "f32", False, prepare=_PAD, c_view="uint16"
-        ),
-        # VFMADD231PH itself on binary16 codes, where the compile target has it (targets.NATIVE).
-        "f16acc_native": Family(
-            "f16acc_native",
-            "gemm_f16acc_native",
-            "gemm_f16acc_native",
-            "F16ACC_NATIVE",
-            "f16",
-            "f16",
-            False,
-            prepare=_PAD,
-            c_view="uint16",
-        ),
-    }
-)
+FAMILIES: Mapping[str, Family] = _Families()
 
 
 @dataclass(frozen=True)

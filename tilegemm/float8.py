@@ -43,7 +43,7 @@ def _table(ebits, mbits, ieee, shift):
 
 
 @functools.cache
-def decode_table(fmt: NumberFormat, dtype: type = np.float64) -> np.ndarray:
+def decode_table(fmt: NumberFormat, dtype: type | str = np.float64) -> np.ndarray:
     """The value of every code 0..255 of an 8-bit float format as binary64, or as binary32
     (``dtype``; exact too: every 8-bit float is a binary32 normal), read-only."""
     mf = fmt.minifloat

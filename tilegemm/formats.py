@@ -23,8 +23,6 @@ from typing import Callable
 
 import numpy as np
 
-from .convert import f32_to_bf16, f32_to_e4m3fn, f32_to_e5m2, f32_to_fp16
-
 __all__ = [
     "NumberFormat",
     "Minifloat",
@@ -62,6 +60,16 @@ def bf16_dtype() -> np.dtype:
 def _is_ml_dtype(dt: np.dtype) -> bool:
     """An ml_dtypes type (bfloat16, float8_*), recognised without importing ml_dtypes."""
     return dt.type.__module__ == "ml_dtypes"
+
+
+def _function(ref: str | Callable | None) -> Callable | None:
+    """A function given by name in ``tilegemm.convert`` (imported now: it compiles with Numba, which
+    importing the records must not load), or as itself."""
+    if isinstance(ref, str):
+        from . import convert
+
+        return getattr(convert, ref)
+    return ref
 
 
 _BAD_KINDS = {
@@ -113,9 +121,10 @@ class NumberFormat:
         Significant bits of a normal value, hidden bit included (BF16 8, FP16 11); 0 for integers.
     module:
         Where the element type lives: ``"numpy"``, or ``"ml_dtypes"`` (imported on first use).
-    f32_round:
-        A compiled ufunc rounding float32 bits to codes (RNE), used for float32 input so that
-        ml_dtypes need not load; None where ``astype`` does it.
+    rounder:
+        The function rounding float32 bits to codes (RNE), used for float32 input so that
+        ml_dtypes need not load (a name in ``tilegemm.convert``, imported on first use, or a
+        function); None where ``astype`` does it. :attr:`f32_round` is the function itself.
     codes_from:
         Arrays of this dtype are taken as codes, not as values (uint8 for the 8-bit floats).
     minifloat:
@@ -123,6 +132,14 @@ class NumberFormat:
     fixed_point:
         Integer codes that stand for ``code * 2^-fixed_point`` (OCP MXINT8: 6); 0 for plain
         integers and for floats.
+    widen:
+        For a float format the kernels read as exact binary32 values: the functions taking codes
+        to binary32 bits, ``(denormals kept, denormals read as zero)`` (names in
+        ``tilegemm.convert`` or functions; ``tilegemm.packing``).
+    panel_modes:
+        The compiled A panel pass's modes (names in ``tilegemm.convert``) for these codes, as
+        ``((from codes, from float32) keeping denormals, (the same) reading them as zero)``;
+        None: packing widens the codes with :attr:`widen` and lays them out in NumPy.
     """
 
     name: str
@@ -130,10 +147,33 @@ class NumberFormat:
     storage: np.dtype
     precision: int
     module: str = "numpy"
-    f32_round: Callable | None = None
+    rounder: str | Callable | None = None
     codes_from: np.dtype | None = None
     minifloat: Minifloat | None = None
     fixed_point: int = 0
+    widen: tuple[str | Callable, str | Callable] | None = None
+    panel_modes: tuple[tuple[str, str], tuple[str, str]] | None = None
+
+    @property
+    def f32_round(self) -> Callable | None:
+        """The function rounding float32 bits to codes (:attr:`rounder`), or None."""
+        return _function(self.rounder)
+
+    def widen_fn(self, daz: bool) -> Callable:
+        """Codes -> binary32 bits of their values (:attr:`widen`), denormals read as zero with ``daz``."""
+        if self.widen is None:
+            raise TypeError(f"format {self.name} has no binary32 widening")
+        fn = _function(self.widen[1 if daz else 0])
+        assert fn is not None
+        return fn
+
+    def panel_mode(self, daz: bool, from_f32: bool) -> int | None:
+        """The compiled A panel pass's mode (:attr:`panel_modes`), or None."""
+        if self.panel_modes is None:
+            return None
+        from . import convert
+
+        return int(getattr(convert, self.panel_modes[1 if daz else 0][1 if from_f32 else 0]))
 
     @property
     def is_float(self) -> bool:
@@ -352,11 +392,32 @@ class ComplexFormat(NumberFormat):
         return out
 
 
-BF16 = NumberFormat("bf16", "bfloat16", np.dtype(np.uint16), 8, "ml_dtypes", f32_to_bf16)
-FP16 = NumberFormat("fp16", "float16", np.dtype(np.uint16), 11, "numpy", f32_to_fp16)
+BF16 = NumberFormat(
+    "bf16",
+    "bfloat16",
+    np.dtype(np.uint16),
+    8,
+    "ml_dtypes",
+    "f32_to_bf16",
+    widen=("bf16_to_f32", "bf16_to_f32_daz"),
+    panel_modes=(("MODE_BF16_KEEP", "MODE_F32_TO_BF16_KEEP"), ("MODE_BF16", "MODE_F32_TO_BF16")),
+)
+# FP16 values are binary32 normals: DAZ never changes one.
+_FP16_WIDEN = ("fp16_to_f32", "fp16_to_f32")
+_FP16_MODES = (("MODE_FP16", "MODE_F32_TO_FP16"), ("MODE_FP16", "MODE_F32_TO_FP16"))
+FP16 = NumberFormat(
+    "fp16", "float16", np.dtype(np.uint16), 11, "numpy", "f32_to_fp16", widen=_FP16_WIDEN, panel_modes=_FP16_MODES
+)
 #: OCP E5M2 (AMX-FP8's "BF8"): bias 15, infinities and NaNs at exponent 31.
 BF8 = NumberFormat(
-    "bf8", "float8_e5m2", np.dtype(np.uint8), 3, "ml_dtypes", f32_to_e5m2, np.dtype(np.uint8), Minifloat(5, 2, 15, True)
+    "bf8",
+    "float8_e5m2",
+    np.dtype(np.uint8),
+    3,
+    "ml_dtypes",
+    "f32_to_e5m2",
+    np.dtype(np.uint8),
+    Minifloat(5, 2, 15, True),
 )
 #: OCP E4M3 "fn" (AMX-FP8's "HF8"): bias 7, no infinity, NaN only at 0x7F and 0xFF.
 HF8 = NumberFormat(
@@ -365,12 +426,22 @@ HF8 = NumberFormat(
     np.dtype(np.uint8),
     4,
     "ml_dtypes",
-    f32_to_e4m3fn,
+    "f32_to_e4m3fn",
     np.dtype(np.uint8),
     Minifloat(4, 3, 7, False),
 )
 #: A complex number as two FP16 values in a dword (AMX-COMPLEX): real in bits 15:0, imaginary in 31:16.
-CFP16 = ComplexFormat("cfp16", "complex FP16 pair", np.dtype(np.uint32), 11, codes_from=np.dtype(np.uint32), part=FP16)
+CFP16 = ComplexFormat(
+    "cfp16",
+    "complex FP16 pair",
+    np.dtype(np.uint32),
+    11,
+    codes_from=np.dtype(np.uint32),
+    part=FP16,
+    widen=_FP16_WIDEN,  # each part of a complex element
+    panel_modes=_FP16_MODES,
+)
+
 S8 = NumberFormat("s8", "int8", np.dtype(np.int8), 0)
 U8 = NumberFormat("u8", "uint8", np.dtype(np.uint8), 0)
 #: OCP MXINT8 (ACE's TOP4MXBSSPS): int8 codes standing for code * 2^-6 (0x80 = -2). Integers are

@@ -30,7 +30,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, replace
 
-from . import dispatch
+from . import dispatch, layouts
 from .instructions import resolve
 
 __all__ = [
@@ -90,17 +90,9 @@ def _probe(isa, dtype, tiling, family=None):
     lanes = instr.a.lanes  # values per element: a complex element is two
     step = fam.superblock_step(kern.rows, kern.cols, instr.lanes, tuple(0 for _ in instr.switches))
     k = instr.k_block * lanes
-    layout_dtypes = {
-        "f32": np.float32,
-        "f64": np.float64,
-        "fp8_32": np.float32,
-        "mx64": np.float64,
-        "mx32": np.float32,
-        "mx32c": np.float32,
-        "f32keep": np.float32,
-    }
-    A = np.zeros(kern.rows * 16 * k, layout_dtypes.get(fam.a_layout, instr.a.storage))
-    B = np.zeros(kern.cols * 16 * k, layout_dtypes.get(fam.b_layout, instr.b.storage))
+    la, lb = layouts.get(fam.a_layout), layouts.get(fam.b_layout)
+    A = np.zeros(kern.rows * 16 * k, la.dtype or instr.a.storage)
+    B = np.zeros(kern.cols * 16 * k, lb.dtype or instr.b.storage)
     C = np.zeros(kern.rows * kern.cols * 256 * instr.lanes, fam.c_view or instr.kernel_acc)
     scratch = np.zeros(256 * instr.lanes, C.dtype)
     step.compile(tuple(typeof(x) for x in (A, B, C, scratch)))

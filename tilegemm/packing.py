@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ace, convert, float8
-from .formats import BF16, CFP16, FP16, NumberFormat
+from . import ace, convert, float8, layouts
+from .formats import FP16, NumberFormat
 from .instructions import DEFAULT_ISA, Instruction, resolve
 
 __all__ = [
@@ -35,7 +35,8 @@ __all__ = [
     "pack",
     "pack_codes",
     "a_panels",
-    "kernel_blocks",
+    "build_a",
+    "build_b",
     "tile_operands",
     "exponent_range",
     "tile_operands",
@@ -47,25 +48,6 @@ __all__ = [
 
 TILE_N = 16  # C tile columns (16 x 4 bytes)
 TILE_ROWS = 16  # rows of a tile register
-
-# Exact widening of 16-bit float codes into the float32 the kernels read, by (format, DAZ on
-# inputs). FP16 values are binary32 normals, so DAZ never changes one.
-_WIDEN = {
-    (BF16, True): convert.bf16_to_f32_daz,
-    (BF16, False): convert.bf16_to_f32,
-    (FP16, False): convert.fp16_to_f32,
-    (FP16, True): convert.fp16_to_f32,
-    (CFP16, False): convert.fp16_to_f32,  # each part of a complex element
-}
-# The compiled A panel pass's modes, by (format, DAZ): from codes, and from float32 input
-# (rounded to the format in the same pass).
-_A_MODES = {
-    (BF16, True): (convert.MODE_BF16, convert.MODE_F32_TO_BF16),
-    (BF16, False): (convert.MODE_BF16_KEEP, convert.MODE_F32_TO_BF16_KEEP),
-    (FP16, False): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
-    (FP16, True): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
-    (CFP16, False): (convert.MODE_FP16, convert.MODE_F32_TO_FP16),
-}
 
 
 def int_absmax(x: np.ndarray) -> int:
@@ -145,20 +127,18 @@ class PackedB:
         return np.ascontiguousarray(full[..., :K, :N]).view(instr.b.element)
 
     def kernel_b(self, layout: str, daz: bool, options=None) -> np.ndarray:
-        """What a kernel family reads, ``(batch, NB, KB, 16, ...)`` (made once per layout, kept).
+        """What a kernel family reads, ``(batch, NB, KB, 16, ...)`` (made once per layout, kept):
+        ``tilegemm.layouts`` says how each layout is built.
 
         Blocks are stored column-panel first, ``(batch, NB, KB, ...)``, so the blocks one C
-        superblock reads along K are one contiguous stream (see :func:`kernel_blocks`). The ACE
-        layouts (``tilegemm.ace``) may depend on the call's switches (``options``).
+        superblock reads along K are one contiguous stream. A layout may depend on the call's
+        switches (``options``; ``Layout.keyed_by``).
         """
-        key = f"{ace.layout_key(layout, options)}:{daz}"
+        lay = layouts.get(layout)
+        key = f"{lay.key(options)}:{daz}"
         if key not in self._kernel_b:
-            if layout in ace.LAYOUTS:
-                block = self.instruction.scale_block or 32
-                B, rng = ace.b_blocks(self.format, layout, self.elements(), self.scales, options, block)
-                self._kernel_b[key], self._ranges[key] = B, rng
-            else:
-                self._kernel_b[key] = kernel_blocks(self.format, layout, daz, self.elements())
+            B, rng = lay.pack_b(self.instruction, daz, self.elements(), self.scales, options)
+            self._kernel_b[key], self._ranges[key] = B, rng
         return self._kernel_b[key]
 
     def blocks(self, word: np.dtype | type) -> np.ndarray:
@@ -206,15 +186,10 @@ class PackedB:
             self._tables["absmax"] = np.array(int_absmax(self.data.view(self.format.storage)))
         return int(self._tables["absmax"])
 
-    def exponent_range(self, layout: str, daz: bool, options=None) -> tuple[int, int] | None:
-        """:func:`exponent_range` of :meth:`kernel_b` (made once per layout, kept); binary64 blocks
-        (the 8-bit floats) by their own exponents; an ACE layout's range as ``tilegemm.ace`` gives it."""
-        key = f"{ace.layout_key(layout, options)}:{daz}"
-        if key not in self._ranges:
-            blocks = self.kernel_b(layout, daz, options)
-            if key not in self._ranges:
-                self._ranges[key] = exponent_range64(blocks) if layout == "f64" else exponent_range(blocks)
-        return self._ranges[key]
+    def exponent_range(self, layout: str, daz: bool, options=None) -> tuple[int, ...] | None:
+        """The range of :meth:`kernel_b` that the layout's proof reads (made with it, kept)."""
+        self.kernel_b(layout, daz, options)
+        return self._ranges[f"{layouts.get(layout).key(options)}:{daz}"]
 
 
 def aligned_zeros(shape: tuple[int, ...], dtype: np.dtype | type, align: int = 64) -> np.ndarray:
@@ -262,32 +237,31 @@ def exponent_range64(x: np.ndarray) -> tuple[int, int] | None:
     return int(e.min()), int(e.max())
 
 
-# The layouts of the 8-bit floats' exact values, and the float type each holds them in.
-_FP8_VALUES: dict[str, type] = {"f64": np.float64, "fp8_32": np.float32}
+def build_b(instr: Instruction, lay: layouts.Layout, daz: bool, el: np.ndarray, scales=None, options=None):
+    """VNNI blocks of B's codes ``(..., KB, NB, 16, 16, group)`` as layout ``lay`` of the
+    instruction layouts reads them, ``(batch, NB, KB, 16, ...)``, and the exponent range of their
+    values (None for codes, and where there is no non-zero finite value).
 
-
-def kernel_blocks(fmt: NumberFormat, layout: str, daz: bool, el: np.ndarray) -> np.ndarray:
-    """VNNI blocks of codes ``(..., KB, NB, 16, 16, group)`` as a kernel family reads them,
-    ``(batch, NB, KB, 16, ...)``.
-
-    ``"bytes"``: the packed codes (``[quad][n][4]``). ``"f32"``: exact float32 values with the
-    group split into planes, ``[pair][even/odd][n]`` (a complex element: ``[k][re/im][n]``), so a
-    vector of 16 columns loads in one go (kernels/tiles.py). ``"f16"``: the binary16 codes in
-    ``"f32"``'s order, ``[pair][even/odd][n]``, that is ``[k][n]``. ``"f64"``: exact binary64 values
-    of 8-bit floats, ``[quad][j][n]``, that is ``[k][n]``; ``"fp8_32"``: the same as binary32.
+    With ``lay.planes`` each group is split into planes of 16 columns (``[pair][even/odd][n]``,
+    that is ``[k][n]``; a complex element ``[k][re/im][n]``), so a vector of 16 columns loads in one
+    go; the values are the codes themselves (``lay.values`` None), the 8-bit floats' exact values,
+    or the format's exact binary32 widening (denormals read as zero with ``daz``).
     """
+    fmt = instr.b
     if fmt.lanes > 1:
         el = el.view(fmt.part.storage)  # type: ignore[attr-defined]  # an element's parts side by side
     flat = el.reshape((-1,) + el.shape[-5:]).swapaxes(1, 2)
-    if layout == "f32":
+    if lay.planes:
         flat = flat.swapaxes(-1, -2)
-        out = np.empty(flat.shape, np.float32)  # written once, in the final order
-        _WIDEN[(fmt, daz)](flat, out=out.view(np.uint32))
-        return out
-    if layout == "f16" or layout in _FP8_VALUES:  # [k][n]: the codes, or the 8-bit floats' values
-        kn = np.ascontiguousarray(flat.swapaxes(-1, -2))
-        return kn if layout == "f16" else float8.decode_table(fmt, _FP8_VALUES[layout])[kn]
-    return np.ascontiguousarray(flat)
+    values = lay.dtype
+    if values is None:
+        return np.ascontiguousarray(flat), None
+    if fmt.minifloat is not None:  # the 8-bit floats' exact values
+        vals = float8.decode_table(fmt, np.dtype(values).name)[np.ascontiguousarray(flat)]
+        return vals, exponent_range64(vals) if values == np.float64 else exponent_range(vals)
+    out = np.empty(flat.shape, np.float32)  # written once, in the final order
+    fmt.widen_fn(daz)(flat, out=out.view(np.uint32))
+    return out, exponent_range(out)
 
 
 def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA, scales=None) -> PackedB:
@@ -339,41 +313,50 @@ def pack_codes(el: np.ndarray, isa: str, dtype: str, scales=None) -> PackedB:
 
 def a_panels(
     instr: Instruction, layout: str, a: np.ndarray, k_blocks: int, scales=None, options=None
-) -> tuple[np.ndarray, tuple[int, int] | None]:
-    """A (nA, M, K) as the kernels' panels ``(nA, M_tiles, k_blocks, 16, k_block)`` (a complex
-    element as its two parts: ``2 * k_block`` values), and, for float layouts, the exponent range
-    of its non-zero finite values (None: none).
+) -> tuple[np.ndarray, tuple[int, ...] | None]:
+    """A (nA, M, K) as the kernels' panels ``(nA, M_tiles, k_blocks, 16, k_block)`` of ``layout``
+    (``tilegemm.layouts``), and the range its proof reads (None: no non-zero finite value)."""
+    return layouts.get(layout).pack_a(instr, a, k_blocks, scales, options)
 
-    ``a`` holds codes, or float32 values headed for a 16-bit float format, which the same
-    compiled pass rounds (RNE) and widens (or, for an 8-bit float, a compiled pass before it).
-    The ACE MX layouts are built by ``tilegemm.ace`` (``scales``: A's MX block scales,
-    ``(nA, M, blocks)``; ``options``: the call's switches). ACE's ``"f32keep"`` A is the float
-    pass below: TOP2BF16PS reads its inputs without DAZ, so its modes keep BF16 denormals.
+
+def build_a(instr: Instruction, lay: layouts.Layout, a: np.ndarray, k_blocks: int, scales=None, options=None):
+    """A (nA, M, K) as layout ``lay`` of the instruction layouts: panels ``(nA, M_tiles, k_blocks,
+    16, k_block)`` (a complex element as its two parts: ``2 * k_block`` values), and, for values,
+    the exponent range of the non-zero finite ones.
+
+    ``a`` holds codes, or float32 values headed for the format, which the same compiled pass rounds
+    (RNE) and widens (or, for an 8-bit float, a compiled pass before it; for a format without a
+    compiled panel pass, NumPy). Denormal inputs are read as zero where the instruction does so.
     """
-    if layout in ace.LAYOUTS and layout != "f32keep":
-        return ace.a_panels(instr, layout, a, k_blocks, scales, options)
     nA, M, K = a.shape
-    lanes = instr.a.lanes
-    panels = (nA, -(-M // TILE_ROWS), k_blocks, TILE_ROWS, instr.k_block * lanes)
-    if layout in ("bytes", "f16"):  # the codes as they are; float32 headed for binary16 rounded first
+    fmt = instr.a
+    panels = (nA, -(-M // TILE_ROWS), k_blocks, TILE_ROWS, instr.k_block * fmt.lanes)
+    values = lay.dtype
+    if values is None:  # the codes as they are; float32 headed for binary16 rounded first
         if a.dtype == np.float32:
-            a = instr.a.to_codes(a, "a", instr.mnemonic)
-        A = np.zeros(panels, instr.a.storage)
+            a = fmt.to_codes(a, "a", instr.mnemonic)
+        A = np.zeros(panels, fmt.storage)
         convert.pack_a_int(a, A)
         return A, None
-    if layout in _FP8_VALUES:
+    if fmt.minifloat is not None:
         if a.dtype == np.float32:  # headed for an 8-bit float: rounded here (RNE, as ml_dtypes)
-            a = instr.a.f32_round(a.view(np.uint32))  # type: ignore[misc]
-        A8 = np.zeros(panels, _FP8_VALUES[layout])
-        return A8, float8.pack_a(a, instr.a, A8)
-    if lanes > 1:
-        a = np.ascontiguousarray(a).view(instr.a.part.storage)  # type: ignore[attr-defined]  # (nA, M, 2K)
-    codes_mode, f32_mode = _A_MODES[(instr.a, instr.daz_inputs)]
+            a = fmt.f32_round(a.view(np.uint32))  # type: ignore[misc]
+        A8 = np.zeros(panels, values)
+        return A8, float8.pack_a(a, fmt, A8)
+    if fmt.lanes > 1:
+        a = np.ascontiguousarray(a).view(fmt.part.storage)  # type: ignore[attr-defined]  # (nA, M, 2K)
+    f32 = a.dtype == np.float32
+    mode = fmt.panel_mode(instr.daz_inputs, f32)
     out = np.zeros(panels, np.uint32)
-    if a.dtype == np.float32:
-        lo, hi = convert.pack_a_float(a.view(np.uint32), f32_mode, out)
-    else:
-        lo, hi = convert.pack_a_float(a, codes_mode, out)
+    if mode is None:  # widened in NumPy and laid out as the compiled pass does
+        codes = fmt.f32_round(a.view(np.uint32)) if f32 else a  # type: ignore[misc]
+        bits = fmt.widen_fn(instr.daz_inputs)(codes)
+        mt, kk = panels[1] * TILE_ROWS, k_blocks * panels[4]
+        full = np.zeros((nA, mt, kk), np.uint32)
+        full[:, :M, : a.shape[2]] = bits
+        out[...] = full.reshape(nA, panels[1], TILE_ROWS, k_blocks, panels[4]).transpose(0, 1, 3, 2, 4)
+        return out.view(np.float32), exponent_range(out.view(np.float32))
+    lo, hi = convert.pack_a_float(a.view(np.uint32) if f32 else a, mode, out)
     return out.view(np.float32), (None if lo > hi else (int(lo), int(hi)))
 
 
@@ -384,21 +367,22 @@ def tile_operands(
     panel ``(1, 1, 1, 16, ...)`` and B as one kernel block ``(1, 1, 1, 16, ...)``, zero-padded.
 
     ``a_codes``: (M, group*K4) codes of the A tile; ``b_codes``: (K4, N, group) codes of the B
-    tile in VNNI order. The layout is the kernel family's (see :func:`kernel_blocks`). Runs no
+    tile in VNNI order. The layout is the kernel family's (``tilegemm.layouts``). Runs no
     parallel code: the tile API calls it once per instruction.
     """
+    lay = layouts.get(layout)
     m, kk = a_codes.shape
     panel = np.zeros((1, 1, 1, TILE_ROWS, instr.k_block), instr.a.storage)
     panel[0, 0, 0, :m, :kk] = a_codes
     if instr.a.lanes > 1:
         panel = panel.view(instr.a.part.storage)  # type: ignore[attr-defined]  # (re, im) side by side
-    if layout == "f32":
-        A = _WIDEN[(instr.a, instr.daz_inputs)](panel).view(np.float32)
-    elif layout in _FP8_VALUES:
-        A = float8.decode_table(instr.a, _FP8_VALUES[layout])[panel]
-    else:  # "bytes", "f16": the codes
+    if lay.dtype is None:  # the codes
         A = panel
+    elif instr.a.minifloat is not None:
+        A = float8.decode_table(instr.a, lay.dtype.name)[panel]
+    else:
+        A = instr.a.widen_fn(instr.daz_inputs)(panel).view(np.float32)
     k4, n, g = b_codes.shape
     el = np.zeros((1, 1, TILE_ROWS, TILE_N, g), instr.b.storage)
     el[0, 0, :k4, :n] = b_codes
-    return A, kernel_blocks(instr.b, layout, instr.daz_inputs, el)
+    return A, lay.pack_b(instr, instr.daz_inputs, el)[0]

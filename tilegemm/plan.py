@@ -18,14 +18,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from . import layouts
 from .dispatch import TILINGS, Kernel
 from .instructions import Instruction
+from .kernels import families as _families
 from .model import parse_tiling, tiling_block, traffic
 
 __all__ = [
     "Plan",
     "make_plan",
     "fast_path_ok",
+    "float_proof",
+    "fixed_sum_proof",
+    "mx_proof",
+    "mx32_proof",
+    "mx32c_proof",
+    "no_proof",
     "auto_tiling",
     "threads_for",
     "k_chunk",
@@ -55,9 +63,7 @@ SERIAL_BELOW = 1 << 26
 #: (about 2^29 multiply-adds, 800^3) win back.
 SERIAL_BELOW_BUSY = 1 << 29
 
-#: Exponents a proof reads, None where an operand has no non-zero finite value: mostly (smallest,
-#: largest); layout "mx32c" reads four (:func:`fast_path_ok`).
-Range = tuple[int, ...] | None
+Range = layouts.Range
 
 #: The paths a blocked kernel can run every block on (tests force one; see :func:`forced_path`):
 #: ``"flag"``, the vector code that is exact for any input (FMA, flush of denormal results, a flag
@@ -117,47 +123,70 @@ def fast_path_ok(
     A denormal operand (exponent -127 here; only paths that keep denormals have them) fails the
     proof: the caller's MXCSR.DAZ would change how vector code reads it.
     """
-    if layout == "mx32c":
-        if a_range is None or b_range is None:
-            # As for "mx32": every product is zero (or NaN, under a NaN scale), unless the other
-            # side holds a value binary32 cannot (its scaled range last). Nothing is tiny: a step
-            # of zeros adds +0, C comes read with DAZ, and a non-finite value's bound sends its
-            # step to binary64, which widens the values exactly.
-            other = b_range if a_range is None else a_range
-            return other is None or other[3] <= 127
-        terms = (instr.k_step - 1).bit_length()
-        (_, _, a_lo, a_hi), (_, _, b_lo, b_hi) = a_range, b_range
-        binary32 = min(a_lo, b_lo) >= -126 and max(a_hi, b_hi) <= 127 and a_hi + b_hi + 2 + terms <= 127
-        return binary32 and fast_path_ok(instr, a_range[:2], b_range[:2], c_range)
-    if layout == "mx32":
-        if a_range is None or b_range is None:
-            # Every product is zero, unless the other side holds a value binary32 cannot: 0 times
-            # its infinity would be NaN where the instruction's product is 0.
-            other = b_range if a_range is None else a_range
-            return other is None or other[1] <= 127
-        bits = 8 * instr.a.storage.itemsize  # the integers' width: |a| <= 2^(bits - 1)
-        terms = (instr.k_step - 1).bit_length()
-        assert instr.a.minifloat is None and 2 * bits + terms <= 24, instr.mnemonic  # a step's sum is exact
-        normal = min(a_range[0], b_range[0]) >= -126 and max(a_range[1], b_range[1]) <= 127
-        below = a_range[1] + b_range[1] + 2 + terms <= 127
-        grid = a_range[0] + b_range[0] - 2 * (bits - 1)
-        if c_range is not None:
-            grid = min(grid, c_range[0] - 23)
-        return normal and below and grid >= -126
-    if instr.scale_block:
-        if a_range is None or b_range is None:
-            return True  # every product is zero: each step adds +0
-        terms = (instr.k_step - 1).bit_length()
-        exact = a_range[1] + b_range[1] + 2 + terms + instr.fixed_shift <= 53
-        grid = a_range[0] + b_range[0] - instr.fixed_shift
-        if c_range is not None:
-            grid = min(grid, c_range[0] - 23)
-        return exact and grid >= -126
-    if instr.exact_sum:
-        if a_range is None or b_range is None:
-            return True
-        terms = (instr.k_step - 1).bit_length()
-        return a_range[1] + b_range[1] + 2 + terms + instr.fixed_shift <= 53
+    name = layout if layout is not None else _families.get(instr.kernel).a_layout
+    return layouts.get(name).proven(instr, a_range, b_range, c_range)
+
+
+def no_proof(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
+    """The rule of layouts whose families need none (codes: integer sums, binary16 chains)."""
+    return True
+
+
+def mx32c_proof(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
+    """The MX FP8 forms in binary32 with a bound per step (:func:`fast_path_ok`)."""
+    if a_range is None or b_range is None:
+        # As for "mx32": every product is zero (or NaN, under a NaN scale), unless the other
+        # side holds a value binary32 cannot (its scaled range last). Nothing is tiny: a step
+        # of zeros adds +0, C comes read with DAZ, and a non-finite value's bound sends its
+        # step to binary64, which widens the values exactly.
+        other = b_range if a_range is None else a_range
+        return other is None or other[3] <= 127
+    terms = (instr.k_step - 1).bit_length()
+    (_, _, a_lo, a_hi), (_, _, b_lo, b_hi) = a_range, b_range
+    binary32 = min(a_lo, b_lo) >= -126 and max(a_hi, b_hi) <= 127 and a_hi + b_hi + 2 + terms <= 127
+    return binary32 and mx_proof(instr, a_range[:2], b_range[:2], c_range)
+
+
+def mx32_proof(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
+    """MXINT8 in binary32 (:func:`fast_path_ok`)."""
+    if a_range is None or b_range is None:
+        # Every product is zero, unless the other side holds a value binary32 cannot: 0 times
+        # its infinity would be NaN where the instruction's product is 0.
+        other = b_range if a_range is None else a_range
+        return other is None or other[1] <= 127
+    bits = 8 * instr.a.storage.itemsize  # the integers' width: |a| <= 2^(bits - 1)
+    terms = (instr.k_step - 1).bit_length()
+    assert instr.a.minifloat is None and 2 * bits + terms <= 24, instr.mnemonic  # a step's sum is exact
+    normal = min(a_range[0], b_range[0]) >= -126 and max(a_range[1], b_range[1]) <= 127
+    below = a_range[1] + b_range[1] + 2 + terms <= 127
+    grid = a_range[0] + b_range[0] - 2 * (bits - 1)
+    if c_range is not None:
+        grid = min(grid, c_range[0] - 23)
+    return normal and below and grid >= -126
+
+
+def mx_proof(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
+    """ACE's MX outer products in binary64 (:func:`fast_path_ok`)."""
+    if a_range is None or b_range is None:
+        return True  # every product is zero: each step adds +0
+    terms = (instr.k_step - 1).bit_length()
+    exact = a_range[1] + b_range[1] + 2 + terms + instr.fixed_shift <= 53
+    grid = a_range[0] + b_range[0] - instr.fixed_shift
+    if c_range is not None:
+        grid = min(grid, c_range[0] - 23)
+    return exact and grid >= -126
+
+
+def fixed_sum_proof(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
+    """The instructions that sum in fixed point, AMX-FP8 (:func:`fast_path_ok`)."""
+    if a_range is None or b_range is None:
+        return True
+    terms = (instr.k_step - 1).bit_length()
+    return a_range[1] + b_range[1] + 2 + terms + instr.fixed_shift <= 53
+
+
+def float_proof(instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
+    """binary32 chains of exact products (:func:`fast_path_ok`)."""
     if not instr.is_float:
         return True
     if any(r is not None and r[0] < -126 for r in (a_range, b_range, c_range)):

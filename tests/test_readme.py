@@ -8,6 +8,7 @@ as ``bench --sizes 64 --budget 5`` from a fresh clone, in CI (``.ci/fresh-clone`
 
 from __future__ import annotations
 
+import datetime
 import pathlib
 import re
 import shlex
@@ -53,6 +54,18 @@ def test_every_short_command_runs(command, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_the_readme_is_short():
+    """Measurements live in docs/performance.md; the README stays a page a new user reads."""
+    lines = TEXT.count("\n")
+    assert lines <= 250, f"README.md has {lines} lines (at most 250)"
+    assert "docs/performance.md" in TEXT
+
+
+def test_every_docs_page_is_listed():
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f"docs/{page.name}" in TEXT, f"the README's documentation index lacks docs/{page.name}"
+
+
 def test_every_instruction_page_is_listed():
     pages = {i.doc for i in instructions.INSTRUCTIONS.values()} | {p.doc for p in instructions.PROFILES.values()}
     for page in pages:
@@ -73,3 +86,20 @@ def test_the_readme_shows_python():
 def test_every_python_example_runs(code, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+PERFORMANCE = (ROOT / "docs" / "performance.md").read_text()
+HOSTS = re.findall(r"^## (\d{4}-\d{2}-\d{2}): ([^\n]+)\n(.*?)(?=^## |\Z)", PERFORMANCE, re.M | re.S)
+
+
+def test_performance_has_dated_host_sections_with_commands():
+    """docs/performance.md: one "## YYYY-MM-DD: host" section per host, each showing the command
+    lines (``$ ...`` inside a code block) that produced its figures; tilegemm's parse."""
+    assert HOSTS, "docs/performance.md has no '## YYYY-MM-DD: host' section"
+    for date, host, body in HOSTS:
+        assert datetime.date.fromisoformat(date) <= datetime.date.today(), (date, host)
+        blocks = re.findall(r"^```\n(.*?)^```", body, re.M | re.S)
+        commands = [ln[2:] for block in blocks for ln in block.splitlines() if ln.startswith("$ ")]
+        assert commands, f"the section '{date}: {host}' shows no '$ command' line in a code block"
+        for command in readme_commands.cli_commands("\n".join(f"$ {c}" for c in commands)):
+            _parser().parse_args(shlex.split(command)[3:])

@@ -1,54 +1,51 @@
 """tilegemm's compiled microkernels (installed as ``tilegemm.kernels``). Nothing else lives here.
 
-- ``gemm.py``: the tile loop (superblocks in ``prange``), shared by every instruction; for the
-  binary64 AMX-FP8 and ACE MX paths on 32-register targets, rows of superblocks across N.
-- ``tiles.py``: one tile multiply per instruction family, chosen at compile time by operand type.
+- ``families.py``: the kernel families, declared once as data (entries, body, layouts, register
+  blocking by target class), and the constants every body shares; no Numba.
+- ``gemm.py``: the one driver, ``drive`` (superblocks in ``prange``, or rows of superblocks for
+  the variants registered so), and the entry points of the families declared in ``families.py``.
+- ``tiles.py``: one tile multiply per body, chosen at compile time by its variant, and the
+  registry of chunk-of-steps bodies.
 - ``vector.py``: the register-blocked vector bodies, as explicit LLVM vector IR.
-- ``exact.py``: scalar binary32 ``fma32``/``add32`` with DAZ/FTZ, exact on any CPU state; the
-  8-bit float decode (``fp8_fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
+- ``exact.py``: scalar binary32 ``fma32``/``add32`` with FTZ, exact on any CPU state; the 8-bit
+  float decode (``fp8_fix``) and the exact integer-to-binary32 rounding (``round_scaled``).
 - ``cfp16.py``, ``fp8.py``: the AMX-COMPLEX and AMX-FP8 tile multiplies (fast and exact bodies;
   AMX-FP8 also in binary32, each step checked through MXCSR's precision flag).
-- ``ace.py``: the ACE outer products, C rounded after every rank-4 (rank-2) step: the MX forms in
-  binary64 and, for MXINT8, in binary32; TOP2BF16PS in binary32 (fast and exact bodies).
-- ``targets.py``: register blocking per target, the one table the bodies take their shapes from,
-  and the families that run an instruction itself where the target has it.
+- ``ace.py``: the ACE outer products, C rounded after every rank-4 (rank-2) step.
+- ``isa.py``: the other CPUs' paths (VPDPBUSDS, VPMADDUBSW, VFMADD231PS, VFMADD231PH): their tile
+  bodies and IEEE ``fma32_ieee``/``fma16`` without flushes.
+- ``targets.py``: the per-target table of the blocked drivers, the target classes, and the
+  families that run an instruction itself where the target has it.
 - ``blocked.py``, ``bodies.py``: the blocked GEMM drivers (B read as packed, the proof per block)
   and their register-blocked bodies.
 - ``rounding.py``, ``onednn.py``: the 16-bit float conversions on bit patterns, and oneDNN's
   brgemm epilogue operations; ``_cache.py``: where compiled code is cached.
-- ``isa.py``: the other CPUs' paths (``gemm_i8sat``, ``gemm_i16pairs``, ``gemm_f32fma_*``,
-  ``gemm_f16acc``): their tile bodies and IEEE ``fma32_ieee``/``fma16`` without flushes.
+- A module of its own per family whose body is new, named as its family and declaring it there
+  (``families.get`` finds it by name; ``python -m tilegemm info`` lists every family).
 
-The contract of the entry points in ``gemm.py`` (``gemm_amx_fast``, ``gemm_amx_exact``,
-``gemm_avx512_fast``, ``gemm_avx512_exact``, ``gemm_int``, ``gemm_cfp16_*``, ``gemm_fp8_*``; the
+The contract of the GEMM entry points (``docs/architecture.md``, "The microkernel contract"; the
 framework in ``tilegemm/`` prepares the operands and looks the kernel up in ``tilegemm.dispatch``;
 a kernel never converts, packs or checks input):
 
-``gemm_*(A, B, C, ia, ib, k, rows, cols, *switch_codes)``
+``gemm_*(A, B, C, ia, ib, k, rows, cols, *switch_codes)``, which calls
+``gemm.drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes)``.
 
 - ``A``: ``(nA, M_tiles, KB, 16, k_step)`` C-contiguous panels (one 16-row tile of A per K
-  step, contiguous), the kernel element type (exact float32 values, or int8/uint8), zero-padded
-  along M and K (``tilegemm.convert.pack_a_float`` / ``pack_a_int``).
-- ``B``: ``(nB, NB, KB, 16, ...)`` C-contiguous, column panels first (``tilegemm.PackedB.kernel_b``): for int8 the
-  packed VNNI bytes ``[quad][n][4]``; for floats exact float32 ``[pair][even/odd][n]``; for
-  complex FP16 float32 ``[k][re/im][n]`` (A panels then hold (re, im) pairs, 2 * k_step values
-  a row); for the 8-bit floats exact binary64 ``[k][n]`` (A panels binary64 too), or the same
-  values in binary32 (``"fp8_32"``, the binary32 AMX-FP8 kernel ``gemm_fp8c_fast``); for ACE's
-  MX forms the values times their block scales, binary64 ``[k][n]`` (``"mx64"``) or, MXINT8
-  under its proof, binary32 (``"mx32"``), A panels alike; for the MX FP8 forms under theirs,
-  binary32 with bounds (``"mx32c"``): B ``(nB, NB, KB, k_step + 1, 16, 1)``, each block's
-  ``[k][n]`` rows then one row of a bound per outer product, and A panels ``(nA, M_tiles, KB,
-  16, k_step + 16)``, each row's values then a bound per outer product (``tilegemm.ace``).
+  step), in the family's A layout (``tilegemm.layouts``), zero-padded along M and K.
+- ``B``: ``(nB, NB, KB, 16, ...)`` C-contiguous, column panels first (``PackedB.kernel_b``), in
+  the family's B layout: the packed VNNI bytes ``[quad][n][4]`` (``"bytes"``), exact float32
+  ``[pair][even/odd][n]`` (``"f32"``; ``[k][n]`` for groups of one), binary16 codes (``"f16"``),
+  the 8-bit floats' exact values in binary64 or binary32 (``"f64"``, ``"fp8_32"``), or ACE's MX
+  values times their block scales (``"mx64"``, ``"mx32"``, ``"mx32c"`` with a bound per step).
 - ``C``: ``(nC, M, N)`` C-contiguous float32/int32 holding the starting values (zeros, or the
-  caller's C already read with DAZ; complex results as ``(nC, M, 2N)`` interleaved float32).
-  Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.
-- ``switch_codes``: the indices of the instruction's switch values, where it has switches.
+  caller's C, already read with DAZ where the instruction does so; complex results as
+  ``(nC, M, 2N)`` interleaved float32). Updated in place: ``C[i] += A[ia[i]] @ B[ib[i]]``.
 - ``k``: the true K (the tail rule, docs/semantics.md section 6, needs it).
-- ``rows``, ``cols``: the tiling, in C tiles of 16 x 16 per superblock (``1, 1`` or ``2, 2``).
-- ``*_exact``: scalar fma32/add32 with DAZ/FTZ, for any input; ``*_fast``: vector FMA code,
-  valid only when ``tilegemm.dispatch.fast_path_ok`` has proven that no result can be tiny and no
-  product can overflow (then plain FMA code gives the same bits).
+- ``rows``, ``cols``: the tiling, in C tiles of 16 x 16 per superblock (one of ``tilegemm.TILINGS``).
+- ``switch_codes``: the indices of the instruction's switch values, where it has switches.
+- ``*_exact``: scalar arithmetic for any input; ``*_fast``: vector code, valid where the
+  family's layout proof (``tilegemm.plan.fast_path_ok``) holds for the operands' ranges.
 
-Superblocks are distributed with ``prange``; every tiling and thread count gives the same bits
-because each C element's arithmetic is fixed by docs/semantics.md, not by the visiting order.
+Every tiling and thread count gives the same bits because each C element's arithmetic is fixed by
+docs/semantics.md, not by the visiting order.
 """

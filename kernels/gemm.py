@@ -1,35 +1,39 @@
-"""The tile loop shared by every AMX kernel: C superblocks in parallel, tile multiplies inside.
+"""The one driver of the compiled GEMM entries (:func:`drive`) and those entries.
 
-One superblock (``rows`` x ``cols`` C tiles of 16 x 16: the seed's 1x1 or 2x2) is one ``prange``
-iteration, standing in for the seed's OpenMP loop, for one chunk of ``K_CHUNK`` K steps. Inside
-it the tiles come in the seed's order (C00, C01, C10, C11 for 2x2), and each tile runs the
-chunk's K steps one full tile step at a time (``tiles.tile_steps``), so its C block stays in L1
-between steps; the paths whose C elements are one chain each (``isa.py``) keep it in registers.
-Every C element depends only on its own K steps, in order, so how the tiles of a superblock
-interleave changes no bit. Which tile multiply runs is chosen at compile time
-(``tiles.tile_multiply``) from the operand types (float32 C for TDPBF16PS/TDPFP16PS, int32 C for
-TDPB*D) and from the entry point's variant constant.
+Every entry point runs ``drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes)``: the
+family's body is ``variant``, a compile-time constant (``tiles.variant``; bodies register under
+their names), and the loop order comes with it.
 
-The binary64 fast paths (AMX-FP8, ACE MX) loop otherwise on targets with 32 vector registers,
-and the binary32 ones of AMX-FP8 and ACE MX FP8 on every target: a job is a row of superblocks
-across N, and each group of the body's rows runs its K steps across the job's column tiles
-(``_rows_of_superblocks``); the bits are the same, as each C element still
-sees its own K steps in order.
+- Superblocks (the default): one superblock (``rows`` x ``cols`` C tiles of 16 x 16, a tiling of
+  ``tilegemm.TILINGS``) is one ``prange`` iteration, standing in for the seed's OpenMP loop, for
+  one chunk of ``K_CHUNK`` K steps. Inside it the tiles come in the seed's order (C00, C01, C10,
+  C11 for 2x2), and each tile runs the chunk's K steps (``tiles.tile_steps``: one tile multiply
+  per step, or a registered body that holds C in registers across the chunk), so its C block stays
+  near the core between steps.
+- Rows of superblocks (a variant registered with :func:`register_rows`: the binary64 AMX-FP8 and
+  ACE MX bodies on targets with 32 vector registers, the binary32 AMX-FP8 and ACE MX FP8 bodies on
+  every target): a job is a row of superblocks across N, and each group of the body's rows runs
+  its K steps across the job's column tiles.
 
-Operand layouts are the contract in ``kernels/__init__.py``. Entry points of instructions with
-switches take the switch indices as trailing arguments and hand them to every tile multiply
-(``codes``); a complex result is C viewed as interleaved float32 (``lanes`` = 2 values per output).
+Every C element depends only on its own K steps, in order, so neither the order in which tiles
+interleave nor the thread count changes a bit. Operand layouts are the contract in
+``kernels/__init__.py``. Entry points of instructions with switches take the switch indices as
+trailing arguments and hand them to every body (``codes``); a complex result is C viewed as
+interleaved float32 (``lanes`` = 2 values per output). The tile API's entries run one tile
+multiply of the exact body on the calling thread.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import overload
 
 from . import ace, cfp16, exact, families, fp8, isa, rounding, targets, tiles, vector
 from ._cache import stamp_with_dependencies
 from .ace import ACE_BF16_EXACT, ACE_BF16_FAST, ACE_MX32_FAST, ACE_MX_EXACT, ACE_MX_FAST
 from .cfp16 import CFP16_EXACT, CFP16_FAST
+from .families import variant_id
 from .fp8 import FP8_EXACT, FP8_FAST
 from .isa import F16ACC, F16ACC_NATIVE, F32FMA_EXACT, F32FMA_FAST, I8SAT, I16PAIRS
 from .tiles import AMX_EXACT, AMX_FAST, AVX512_EXACT, AVX512_FAST, TILE, tile_multiply, tile_steps
@@ -41,7 +45,7 @@ K_CHUNK = 8
 
 
 @njit(inline="always")
-def _gemm(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
+def _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
     nC, M, NL = C.shape
     N = NL // lanes
     MT, NB, KB = A.shape[1], B.shape[1], B.shape[2]
@@ -152,39 +156,39 @@ def _superblock(
 # (and is cached) with only the arithmetic it runs, and a call never re-dispatches on a value.
 @njit(cache=True, parallel=True)
 def gemm_amx_fast(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_FAST, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, AMX_FAST, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_amx_exact(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_avx512_fast(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AVX512_FAST, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, AVX512_FAST, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_avx512_exact(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AVX512_EXACT, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, AVX512_EXACT, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_int(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1)  # integer tiles have a single body
+    drive(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1)  # integer tiles have a single body
 
 
 # AMX-COMPLEX: A panels hold (re, im) floats, two per K element, stepped as pairs (hence 2 * k);
 # C is the complex result as interleaved float32.
 @njit(cache=True, parallel=True)
 def gemm_cfp16_fast(A, B, C, ia, ib, k, rows, cols, rl_negate, im_lane_order):
-    _gemm(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_FAST, (rl_negate, im_lane_order), 2)
+    drive(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_FAST, (rl_negate, im_lane_order), 2)
 
 
 @njit(cache=True, parallel=True)
 def gemm_cfp16_exact(A, B, C, ia, ib, k, rows, cols, rl_negate, im_lane_order):
-    _gemm(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_EXACT, (rl_negate, im_lane_order), 2)
+    drive(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_EXACT, (rl_negate, im_lane_order), 2)
 
 
 # AMX-FP8's fast path where its body holds C in registers (tiles.FP8Q.hold_c): a job is a row of
@@ -209,14 +213,14 @@ _ROW_JOBS = 64
 _ROWS_LOOP = tiles.FP8Q.hold_c
 
 
-def _rows_of_superblocks(job):
+def _rows_of_superblocks(job, span):
     """A loop whose job is a row of superblocks (``rows`` C tiles high) across N, or across a part
-    of N where the jobs would not keep every thread busy: ``job(Af, Bf, Cf, ai, bi, ci, k, M, N,
-    MT, NB, KB, k_step, block, mt0, mt1, t0, t1, codes)`` runs C tile rows ``mt0:mt1`` x column
-    tiles ``t0:t1`` of result ``ci``."""
+    of N where the jobs would not keep every thread busy, or (``span``) would cover more than
+    ``span`` column tiles: ``job(Af, Bf, Cf, ai, bi, ci, k, M, N, MT, NB, KB, k_step, block, mt0,
+    mt1, t0, t1, codes)`` runs C tile rows ``mt0:mt1`` x column tiles ``t0:t1`` of result ``ci``."""
 
     @njit(inline="always")
-    def drive(A, B, C, ia, ib, k, rows, codes):
+    def loop(A, B, C, ia, ib, k, rows, codes):
         nC, M, N = C.shape
         MT, NB, KB = A.shape[1], B.shape[1], B.shape[2]
         block = B.shape[3] * B.shape[4] * B.shape[5]
@@ -224,7 +228,7 @@ def _rows_of_superblocks(job):
         Af, Bf, Cf = A.reshape(A.size), B.reshape(B.size), C.reshape(C.size)
         sm = -(-M // (TILE * rows))
         tiles_n = -(-N // TILE)
-        split = min(tiles_n, max(1, -(-_ROW_JOBS // (nC * sm))))  # column parts per row of superblocks
+        split = min(tiles_n, max(1, -(-_ROW_JOBS // (nC * sm)), -(-tiles_n // span)))  # column parts per row
         per = -(-tiles_n // split)
         for i in prange(nC * sm * split):
             ci = i // (sm * split)
@@ -253,20 +257,22 @@ def _rows_of_superblocks(job):
                 codes,
             )
 
-    return drive
+    return loop
 
 
 def _row_job(body_rows, chunk, full_tile):
     """A job of :func:`_rows_of_superblocks`: chunk by chunk of ``chunk`` K steps, each group of
     ``body_rows`` rows of a C tile row runs across the job's column tiles, through
-    ``full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block)`` for the chunk's
-    steps. A partial tile runs the same on a 16 x 16 scratch copy of its C block (A panels and B
-    blocks are zero-padded, and every C element depends on its own row and column only), of which
+    ``full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block, spare)`` for the
+    chunk's steps (``spare``: 256 elements of C's type the body may use, one array per job). A
+    partial tile runs the same on a 16 x 16 scratch copy of its C block (A panels and B blocks are
+    zero-padded, and every C element depends on its own row and column only), of which
     only the real rows and columns go back."""
 
     @njit(inline="always")
     def job(Af, Bf, Cf, ai, bi, ci, k, M, N, MT, NB, KB, k_step, block, mt0, mt1, t0, t1, codes):
         scratch = np.empty(TILE * TILE, Cf.dtype)
+        spare = np.empty(TILE * TILE, Cf.dtype)  # the body's own, per job (a copy of C for a redo)
         for kc0 in range(0, KB, chunk):
             ns = min(chunk, KB - kc0)
             for mt in range(mt0, mt1):
@@ -282,7 +288,19 @@ def _row_job(body_rows, chunk, full_tile):
                         c_off = (ci * M + m0) * N + nt * TILE
                         if mr == TILE and nc == TILE:
                             full_tile(
-                                Af, a_off + g * k_step, k_step, Bf, b_off, Cf, c_off + g * N, N, ns, k, kc0, block
+                                Af,
+                                a_off + g * k_step,
+                                k_step,
+                                Bf,
+                                b_off,
+                                Cf,
+                                c_off + g * N,
+                                N,
+                                ns,
+                                k,
+                                kc0,
+                                block,
+                                spare,
                             )
                         elif g == 0:
                             for mm in range(TILE):
@@ -302,6 +320,7 @@ def _row_job(body_rows, chunk, full_tile):
                                     k,
                                     kc0,
                                     block,
+                                    spare,
                                 )
                             for mm in range(mr):
                                 for n in range(nc):
@@ -310,19 +329,60 @@ def _row_job(body_rows, chunk, full_tile):
     return job
 
 
+#: Variants that run in the row-of-superblocks order: variant -> that loop (:func:`register_rows`).
+ROW_ORDER: dict[int, object] = {}
+
+
+def register_rows(name: str, body_rows: int, chunk: int, full_tile, span: int = 1 << 30) -> int:
+    """A variant whose calls of :func:`drive` run the row-of-superblocks order, each job chunk
+    by chunk of ``chunk`` K steps through ``full_tile`` (:func:`_row_job`), over at most ``span``
+    column tiles (so that the B blocks of one chunk stay in the core's cache while a job's rows
+    run across them)."""
+    v = variant_id(name)
+    if v in ROW_ORDER:
+        raise ValueError(f"loop variant {name!r} is registered twice")
+    ROW_ORDER[v] = _rows_of_superblocks(_row_job(body_rows, chunk, full_tile), span)
+    return v
+
+
+def drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
+    """The one driver of the compiled GEMM entries: ``C[i] += A[ia[i]] @ B[ib[i]]`` through the
+    body ``variant`` names (a compile-time constant), in the loop order it was registered with:
+    superblocks over C in ``prange``, K chunk by K chunk (``tiles.tile_steps``), or, for a
+    variant of :data:`ROW_ORDER`, rows of superblocks across N. ``codes``: the switch indices;
+    ``lanes``: C values per output (2: a complex result, interleaved)."""
+    raise NotImplementedError("only callable from compiled code")
+
+
+@overload(drive, inline="always", prefer_literal=True)
+def _drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
+    rows_loop = ROW_ORDER.get(getattr(variant, "literal_value", None))
+    if rows_loop is not None:
+
+        def impl(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
+            rows_loop(A, B, C, ia, ib, k, rows, codes)
+
+        return impl
+
+    def impl(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
+        _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes)
+
+    return impl
+
+
 @njit(inline="always")
-def _fp8_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block):
+def _fp8_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block, spare):
     tiles.fp8_steps_body(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, TILE * lda, block)
 
 
-_gemm_fp8_rows = _rows_of_superblocks(_row_job(tiles.FP8Q.rows, FP8_K_CHUNK, _fp8_full_tile))
+FP8_ROWS = register_rows("fp8_rows", tiles.FP8Q.rows, FP8_K_CHUNK, _fp8_full_tile)
 
 # Whether the compile target has MXCSR (x86), which the binary32 AMX-FP8 body reads.
 _MXCSR = targets.has_mxcsr()
 
 
 @njit(inline="always")
-def _fp8c_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block):
+def _fp8c_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block, spare):
     if _MXCSR:
         tiles.fp8c_body(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, TILE * lda, block)
 
@@ -342,7 +402,7 @@ def _per_block(body, bounds: int):
     "mx32c", a bound per outer product; else 0)."""
 
     @njit(inline="always")
-    def full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nblocks, k, kb0, block):
+    def full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nblocks, k, kb0, block, spare):
         k_block = lda - bounds
         for t in range(nblocks):
             steps = tiles.step_groups(k, kb0 + t, k_block, k_block // TILE)
@@ -351,7 +411,7 @@ def _per_block(body, bounds: int):
     return full_tile
 
 
-_gemm_mx_rows = _rows_of_superblocks(_row_job(ace.shape("ace_mx").rows, 1 << 30, _per_block(ace.mx_body, 0)))
+ACE_MX_ROWS = register_rows("ace_mx_rows", ace.shape("ace_mx").rows, 1 << 30, _per_block(ace.mx_body, 0))
 
 
 if _ROWS_LOOP:
@@ -359,35 +419,35 @@ if _ROWS_LOOP:
     @njit(cache=True, parallel=True)
     def gemm_fp8_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
         if inf_cancel == 0 and dst_daz == 0:
-            _gemm_fp8_rows(A, B, C, ia, ib, k, rows, (inf_cancel, dst_daz))
+            drive(A, B, C, ia, ib, k, rows, cols, FP8_ROWS, (inf_cancel, dst_daz), 1)
         else:  # the other readings run the exact body, step by step
-            _gemm(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1)
+            drive(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1)
 
 else:
 
     @njit(cache=True, parallel=True)
     def gemm_fp8_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
-        _gemm(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1)
+        drive(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1)
 
 
 # AMX-FP8 in binary32, each step checked through MXCSR (fp8.py; layout "fp8_32"), on every x86
 # target in the row-of-superblocks loop; the non-default readings of the switches run the exact
 # body on the same operands (binary32 values widen exactly), and so does every call on a target
 # without MXCSR, where the body cannot be built.
-_gemm_fp8c_rows = _rows_of_superblocks(_row_job(tiles.FP8C.rows, FP8_K_CHUNK, _fp8c_full_tile))
+FP8C_ROWS = register_rows("fp8c_rows", tiles.FP8C.rows, FP8_K_CHUNK, _fp8c_full_tile)
 
 
 @njit(cache=True, parallel=True)
 def gemm_fp8c_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
     if _MXCSR and inf_cancel == 0 and dst_daz == 0:
-        _gemm_fp8c_rows(A, B, C, ia, ib, k, rows, (inf_cancel, dst_daz))
+        drive(A, B, C, ia, ib, k, rows, cols, FP8C_ROWS, (inf_cancel, dst_daz), 1)
     else:
-        _gemm(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
+        drive(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_fp8_exact(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
-    _gemm(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
 
 
 # ACE outer products: a block of 16 steps per tile multiply, C rounded after each step. The MX
@@ -397,48 +457,46 @@ if _ROWS_LOOP:
 
     @njit(cache=True, parallel=True)
     def gemm_ace_mx_fast(A, B, C, ia, ib, k, rows, cols, *codes):
-        _gemm_mx_rows(A, B, C, ia, ib, k, rows, codes)
+        drive(A, B, C, ia, ib, k, rows, cols, ACE_MX_ROWS, codes, 1)
 
 else:
 
     @njit(cache=True, parallel=True)
     def gemm_ace_mx_fast(A, B, C, ia, ib, k, rows, cols, *codes):
-        _gemm(A, B, C, ia, ib, k, rows, cols, ACE_MX_FAST, codes, 1)
+        drive(A, B, C, ia, ib, k, rows, cols, ACE_MX_FAST, codes, 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_ace_mx_exact(A, B, C, ia, ib, k, rows, cols, *codes):
-    _gemm(A, B, C, ia, ib, k, rows, cols, ACE_MX_EXACT, codes, 1)
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_MX_EXACT, codes, 1)
 
 
 # MXINT8 in binary32 (layout "mx32"), under its own proof; elsewhere the call runs ace_mx.
 @njit(cache=True, parallel=True)
 def gemm_ace_mx32_fast(A, B, C, ia, ib, k, rows, cols, *codes):
-    _gemm(A, B, C, ia, ib, k, rows, cols, ACE_MX32_FAST, codes, 1)
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_MX32_FAST, codes, 1)
 
 
 # MX FP8 in binary32 where each step's bounds allow, else binary64 (layout "mx32c", under its own
 # proof; elsewhere the call runs ace_mx), on every target in the row-of-superblocks loop: a panel
 # row holds K_BLOCK values then one bound per step, a B block K_BLOCK rows then a row of bounds.
 # Each group of body rows runs across the job's column tiles, one body call per packed block.
-_gemm_mx32c_rows = _rows_of_superblocks(
-    _row_job(ace.shape("ace_mx32c").rows, 1 << 30, _per_block(ace.mx32c_body, TILE))
-)
+ACE_MX32C_ROWS = register_rows("ace_mx32c_rows", ace.shape("ace_mx32c").rows, 1 << 30, _per_block(ace.mx32c_body, TILE))
 
 
 @njit(cache=True, parallel=True)
 def gemm_ace_mx32c_fast(A, B, C, ia, ib, k, rows, cols, *codes):
-    _gemm_mx32c_rows(A, B, C, ia, ib, k, rows, codes)
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_MX32C_ROWS, codes, 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_ace_bf16_fast(A, B, C, ia, ib, k, rows, cols, top2bf16):
-    _gemm(A, B, C, ia, ib, k, rows, cols, ACE_BF16_FAST, (top2bf16,), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_BF16_FAST, (top2bf16,), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_ace_bf16_exact(A, B, C, ia, ib, k, rows, cols, top2bf16):
-    _gemm(A, B, C, ia, ib, k, rows, cols, ACE_BF16_EXACT, (top2bf16,), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_BF16_EXACT, (top2bf16,), 1)
 
 
 # The other CPUs' paths (isa.py): VPDPBUSDS, VPMADDUBSW + VPMADDWD + VPADDD, VFMADD231PS (fast
@@ -446,32 +504,32 @@ def gemm_ace_bf16_exact(A, B, C, ia, ib, k, rows, cols, top2bf16):
 # instruction itself on binary16 A and B where the target has it).
 @njit(cache=True, parallel=True)
 def gemm_i8sat(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, I8SAT, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, I8SAT, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_i16pairs(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, I16PAIRS, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, I16PAIRS, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_f32fma_fast(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, F32FMA_FAST, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, F32FMA_FAST, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_f32fma_exact(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, F32FMA_EXACT, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, F32FMA_EXACT, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_f16acc(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, F16ACC, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, F16ACC, (), 1)
 
 
 @njit(cache=True, parallel=True)
 def gemm_f16acc_native(A, B, C, ia, ib, k, rows, cols):
-    _gemm(A, B, C, ia, ib, k, rows, cols, F16ACC_NATIVE, (), 1)
+    drive(A, B, C, ia, ib, k, rows, cols, F16ACC_NATIVE, (), 1)
 
 
 # The tile API's entry points (``tilegemm.amx.TileUnit``): one tile multiply of the exact
@@ -482,17 +540,17 @@ _ONE = np.zeros(1, np.int64)
 
 @njit(cache=True)
 def tile_amx(A, B, C, k):
-    _gemm(A, B, C, _ONE, _ONE, k, 1, 1, AMX_EXACT, (), 1)  # TDPBF16PS/TDPFP16PS, and TDPB*D by C's type
+    drive(A, B, C, _ONE, _ONE, k, 1, 1, AMX_EXACT, (), 1)  # TDPBF16PS/TDPFP16PS, and TDPB*D by C's type
 
 
 @njit(cache=True)
 def tile_cfp16(A, B, C, k, rl_negate, im_lane_order):
-    _gemm(A, B, C, _ONE, _ONE, 2 * k, 1, 1, CFP16_EXACT, (rl_negate, im_lane_order), 2)
+    drive(A, B, C, _ONE, _ONE, 2 * k, 1, 1, CFP16_EXACT, (rl_negate, im_lane_order), 2)
 
 
 @njit(cache=True)
 def tile_fp8(A, B, C, k, inf_cancel, dst_daz):
-    _gemm(A, B, C, _ONE, _ONE, k, 1, 1, FP8_EXACT, (inf_cancel, dst_daz), 1)
+    drive(A, B, C, _ONE, _ONE, k, 1, 1, FP8_EXACT, (inf_cancel, dst_daz), 1)
 
 
 def superblock_step(variant, rows, cols, lanes=1, codes=()):

@@ -282,12 +282,8 @@ def matmul(
         call.run_native(target, a_in, packed, C3, plan.threads_for(C.size * K, threads) or numba.get_num_threads())
         return C
     with _LAUNCH, _numba_threads(plan.threads_for(C.size * K, threads)):
-        if kernel.blocked is not None:
-            call.run_blocked(a_in, packed if packed is not None else b_codes, C3)
-        else:
-            # B is packed with the call's threads too: a small call's parallel pass would wait for workers.
-            packed = packed if packed is not None else pack_codes(b_codes, isa_name, name, sb)
-            call.run(a_in, packed, C3)
+        # B is packed with the call's threads too: a small call's parallel pass would wait for workers.
+        call.run(a_in, packed if packed is not None else b_codes, C3, sb)
     return C
 
 
@@ -309,7 +305,18 @@ class _Call:
 
     sa: np.ndarray | None = None  # A's MX block scales (ACE MX dtypes)
 
-    def run_blocked(self, a_in: np.ndarray, b: PackedB | np.ndarray, C3: np.ndarray) -> None:
+    def run(self, a_in: np.ndarray, b: PackedB | np.ndarray, C3: np.ndarray, sb=None) -> None:
+        """The one run path: A as codes (or float32 a compiled pass rounds), B packed or as codes
+        (``sb``: its MX block scales), C3 the result as the kernels see it. A blocked kernel reads
+        B as packed, in slabs where it is not packed yet (:meth:`_run_blocked`); the superblock
+        driver reads the layouts of its family (:meth:`_run_layouts`)."""
+        if self.kernel.blocked is not None:
+            self._run_blocked(a_in, b, C3)
+        else:
+            packed = b if isinstance(b, PackedB) else pack_codes(b, self.isa, self.dtype, sb)
+            self._run_layouts(a_in, packed, C3)
+
+    def _run_blocked(self, a_in: np.ndarray, b: PackedB | np.ndarray, C3: np.ndarray) -> None:
         """A blocked kernel (``tilegemm.kernels.blocked``): A as the caller gave it (codes, or
         float32 that the kernel rounds while packing it), B as packed. A B not yet packed is packed
         in slabs of whole K steps (``plan.slab_steps``), each run before the next is packed, so
@@ -388,8 +395,9 @@ class _Call:
                 c_dirty = k1 < self.K and dirty()
         plan.record(kern, p.path if kern.family.needs_proof else "fast", stats, nthr)
 
-    def run(self, a_in: np.ndarray, packed: PackedB, C3: np.ndarray) -> None:
-        """Packing, plan and kernel (inside the caller's thread setting: the passes are compiled)."""
+    def _run_layouts(self, a_in: np.ndarray, packed: PackedB, C3: np.ndarray) -> None:
+        """The family's layouts, the plan and the driver's entry (inside the caller's thread
+        setting: the packing passes are compiled)."""
         instr, family = self.instr, self.kernel.family
         a_batch = self.a2[:-2]
         nA = int(math.prod(a_batch))
@@ -404,7 +412,7 @@ class _Call:
         p = plan.make_plan(self.kernel, None, a_range, b_range, c_range)
         if p.path == "fallback" and family.fallback is not None:  # the proof failed: the fallback runs
             other = replace(self.kernel, family=dispatch.FAMILIES[family.fallback])
-            return replace(self, kernel=other).run(a_in, packed, C3)
+            return replace(self, kernel=other)._run_layouts(a_in, packed, C3)
         ia = _batch_index(a_batch, self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
         family.run_prepare(instr, A, B, C3, ib, self.K)

@@ -54,6 +54,7 @@ __all__ = [
     "f32_to_e4m3fn",
     "MODE_BF16_KEEP",
     "MODE_F32_TO_BF16_KEEP",
+    "MODE_BITS32",
 ]
 
 # The kernel module whose functions this one inlines: a change to it recompiles the cached code.
@@ -62,6 +63,8 @@ _DEPENDS = (rounding,)
 MODE_F32_TO_BF16, MODE_BF16, MODE_FP16, MODE_F32_TO_FP16 = 0, 1, 2, 3
 # BF16 with denormals kept (no DAZ), for the paths that widen BF16 to binary32 by a shift.
 MODE_BF16_KEEP, MODE_F32_TO_BF16_KEEP = 4, 5
+# binary32 bits laid out as they are: a format without a mode of its own, widened beforehand.
+MODE_BITS32 = 6
 
 
 @lazy_vectorize(["uint16(uint32)"], _DEPENDS)
@@ -112,7 +115,7 @@ def _exponent_update(bits, lo, hi):
 
 @njit(cache=True, parallel=True)
 def pack_a_float(src, mode, dst):
-    """src (nA, M, K) bits (uint32 binary32 for MODE_F32_TO_*, else uint16) -> dst panels.
+    """src (nA, M, K) bits (uint32 binary32 for MODE_F32_TO_* and MODE_BITS32, else uint16) -> dst panels.
 
     ``dst`` is uint32 (the float32 bits) of shape (nA, MT, KB, 16, k_step), zero-filled. Returns
     the smallest and largest unbiased exponent of the non-zero finite values (min > max: none).
@@ -144,6 +147,9 @@ def pack_a_float(src, mode, dst):
             elif mode == MODE_F32_TO_BF16_KEEP:
                 for kin in range(seg.size):
                     out[kin] = np.uint32(rounding.f32_to_bf16(np.uint32(seg[kin]))) << 16
+            elif mode == MODE_BITS32:
+                for kin in range(seg.size):
+                    out[kin] = np.uint32(seg[kin])
             else:
                 for kin in range(seg.size):
                     out[kin] = rounding.fp16_to_f32(np.uint16(seg[kin]))

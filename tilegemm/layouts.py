@@ -15,12 +15,13 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .instructions import Instruction
+#: An instruction record (``tilegemm.instructions.Instruction``); not imported: the records
+#: import this module.
+Instruction = Any
 
 __all__ = ["Layout", "LAYOUTS", "get", "Range"]
 

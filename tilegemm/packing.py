@@ -325,8 +325,9 @@ def build_a(instr: Instruction, lay: layouts.Layout, a: np.ndarray, k_blocks: in
     the exponent range of the non-zero finite ones.
 
     ``a`` holds codes, or float32 values headed for the format, which the same compiled pass rounds
-    (RNE) and widens (or, for an 8-bit float, a compiled pass before it; for a format without a
-    compiled panel pass, NumPy). Denormal inputs are read as zero where the instruction does so.
+    (RNE) and widens (or, for an 8-bit float, a compiled pass before it; a format without a panel
+    mode of its own is widened first and laid out as bits). Denormal inputs are read as zero where
+    the instruction does so.
     """
     nA, M, K = a.shape
     fmt = instr.a
@@ -348,14 +349,10 @@ def build_a(instr: Instruction, lay: layouts.Layout, a: np.ndarray, k_blocks: in
     f32 = a.dtype == np.float32
     mode = fmt.panel_mode(instr.daz_inputs, f32)
     out = np.zeros(panels, np.uint32)
-    if mode is None:  # widened in NumPy and laid out as the compiled pass does
+    if mode is None:  # a format without a mode of its own: widened first, then laid out as bits
         codes = fmt.f32_round(a.view(np.uint32)) if f32 else a  # type: ignore[misc]
-        bits = fmt.widen_fn(instr.daz_inputs)(codes)
-        mt, kk = panels[1] * TILE_ROWS, k_blocks * panels[4]
-        full = np.zeros((nA, mt, kk), np.uint32)
-        full[:, :M, : a.shape[2]] = bits
-        out[...] = full.reshape(nA, panels[1], TILE_ROWS, k_blocks, panels[4]).transpose(0, 1, 3, 2, 4)
-        return out.view(np.float32), exponent_range(out.view(np.float32))
+        a = np.ascontiguousarray(fmt.widen_fn(instr.daz_inputs)(codes), np.uint32)
+        f32, mode = False, convert.MODE_BITS32
     lo, hi = convert.pack_a_float(a.view(np.uint32) if f32 else a, mode, out)
     return out.view(np.float32), (None if lo > hi else (int(lo), int(hi)))
 

@@ -35,6 +35,8 @@ __all__ = [
     "S8",
     "U8",
     "MXINT8",
+    "TF32",
+    "tf32_truncate",
     "daz",
     "bf16_dtype",
     "exact_start",
@@ -442,6 +444,22 @@ CFP16 = ComplexFormat(
     panel_modes=_FP16_MODES,
 )
 
+
+def tf32_truncate(bits, out=None):
+    """binary32 bits -> the bits of the TF32 value AMX-TF32 reads: a NaN gets its quiet bit (bit
+    22; a signalling NaN is quieted, and no NaN becomes an infinity), then the low 13 significand
+    bits are cleared (truncation toward zero of the magnitude; a denormal keeps bits 13..22).
+    Compiled (``tilegemm.kernels.tf32.truncate``), imported on first use."""
+    from .kernels.tf32 import truncate
+
+    bits = np.asarray(bits, np.uint32)
+    return truncate(bits) if out is None else truncate(bits, out=out)
+
+
+#: An FP32 operand of AMX-TF32 (TMMULTF32PS): codes are the binary32 bits, as a tile holds them
+#: (other float arrays converted to float32 as NumPy does, RNE); the instruction reads each value
+#: truncated to TF32 (:func:`tf32_truncate`, denormals kept: 11 significant bits at most).
+TF32 = NumberFormat("tf32", "float32", np.dtype(np.uint32), 11, widen=(tf32_truncate, tf32_truncate))
 S8 = NumberFormat("s8", "int8", np.dtype(np.int8), 0)
 U8 = NumberFormat("u8", "uint8", np.dtype(np.uint8), 0)
 #: OCP MXINT8 (ACE's TOP4MXBSSPS): int8 codes standing for code * 2^-6 (0x80 = -2). Integers are

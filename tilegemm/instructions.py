@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .formats import BF8, BF16, CFP16, FP16, HF8, MXINT8, S8, U8, NumberFormat
+from .formats import BF8, BF16, CFP16, FP16, HF8, MXINT8, S8, TF32, U8, NumberFormat
 
 __all__ = [
     "Switch",
@@ -659,6 +659,38 @@ INSTRUCTIONS: Mapping[str, Instruction] = MappingProxyType(
             _amx_fp8("TDPHBF8PS", HF8, BF8),
             _amx_fp8("TDPHF8PS", HF8, HF8),
             Instruction(
+                "TMMULTF32PS",
+                TF32,
+                TF32,
+                group=1,
+                k_step=16,
+                acc=_F32,
+                reference="tilegemm.reference.tf32:tmmultf32ps_gemm",
+                kernel="tf32",
+                doc="docs/amx-tf32.md",
+                summary="FP32 tiles read as TF32 (truncated, denormals kept), one FP32 chain of 16 FMAs per "
+                "instruction (FTZ), added to dst",
+                tile_method="tmmultf32ps",
+                intrinsic="_tile_mmultf32ps",
+                llvm="llvm.x86.tmmultf32ps",
+                cpu_flag="amx_tf32",
+                llvm_cpu="diamondrapids",
+                switches=(
+                    Switch(
+                        "tf32_dst_daz",
+                        (True, False),
+                        "Whether the add into dst reads a denormal dst as zero (FTZ applies either way): the "
+                        "results differ where dst is denormal and the sum of tmp and dst is not tiny, or is a zero.",
+                    ),
+                    Switch(
+                        "tf32_rounding",
+                        ("each_step", "single"),
+                        "each_step: one rounding per K element (an FP32 FMA chain from +0); single: the "
+                        "instruction's products summed exactly and rounded once, as a wide adder would.",
+                    ),
+                ),
+            ),
+            Instruction(
                 "VDPBF16PS",
                 BF16,
                 BF16,
@@ -787,10 +819,11 @@ PROFILES: Mapping[str, Profile] = MappingProxyType(
                     "bf8hf8": _I["TDPBHF8PS"],
                     "hf8bf8": _I["TDPHBF8PS"],
                     "hf8": _I["TDPHF8PS"],
+                    "tf32": _I["TMMULTF32PS"],
                 }
             ),
             summary="Intel AMX tile multiplies (Sapphire Rapids, Granite Rapids; AMX-COMPLEX on Granite "
-            "Rapids-D, AMX-FP8 on Diamond Rapids)",
+            "Rapids-D, AMX-FP8 and AMX-TF32 on Diamond Rapids)",
             doc="docs/semantics.md",
             aliases=MappingProxyType({"int8": "s8s8"}),
             onednn="AVX512_CORE_AMX",

@@ -350,17 +350,19 @@ TF32_FAST = tiles.register_steps("tf32_fast", _tile_fast, tail=True)
 TF32_EXACT = tiles.register_steps("tf32_exact", _tile_exact, tail=True)
 # Rows of superblocks, 16 K steps per body call: one parallel region per call and C read once per
 # 16 steps, where the superblock loop launches one per 8 steps and copies each tile's C block. A
-# job spans at most 32 column tiles: the chunk's B blocks (16 steps x 1 KiB a tile, 512 KiB) then
-# stay in a 1 MiB L2 while the job's rows run across them (Zen 4, one thread, prepacked n = 2048:
-# 0.72 of numpy float32 across all 128 tiles of N).
-TF32_ROWS = gemm.register_rows("tf32_rows", TILE, 16, _full_tile, span=32)
+# job spans at most 16 column tiles, so the chunk's B blocks (16 steps x 1 KiB a tile, 256 KiB)
+# stay in L2 while the job's rows run across them, and a job holds at least _JOB_TILES row tiles,
+# so each B block brought into L2 is used by 128 rows of A before it is evicted. The figures are
+# in docs/performance.md.
+TF32_ROWS = gemm.register_rows("tf32_rows", TILE, 16, _full_tile, span=16)
+_JOB_TILES = 8
 _ONE = np.zeros(1, np.int64)
 
 
 @njit(cache=True, parallel=True)
 def gemm_tf32_fast(A, B, C, ia, ib, k, rows, cols, dst_daz, rounding):
     if dst_daz == 0 and rounding == 0:
-        gemm.drive(A, B, C, ia, ib, k, rows, cols, TF32_ROWS, (dst_daz, rounding), 1)
+        gemm.drive(A, B, C, ia, ib, k, max(rows, _JOB_TILES), cols, TF32_ROWS, (dst_daz, rounding), 1)
     else:  # the other readings of the switches: the exact body
         gemm.drive(A, B, C, ia, ib, k, rows, cols, TF32_EXACT, (dst_daz, rounding), 1)
 

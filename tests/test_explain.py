@@ -328,7 +328,7 @@ def test_bench_lists_each_profile_once():
 
 def test_bench_table_aligns_long_profile_names():
     rows = [
-        benchmark.Row("INT8", name, 64, 1, 1.0, 0.1, 3, 1.0, 0.5, 0.0)
+        benchmark.Measurement("INT8", name, 64, 1, 1.0, 0.1, 3, 1.0, 0.5, 0.0)
         for name in ("numpy float32", "tilegemm avx512_vnni_sat")
     ]
     lines = benchmark.format_table(rows).splitlines()

@@ -21,8 +21,8 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from .compare import bitdiff
 from .dispatch import TILINGS
 from .instructions import DEFAULT_ISA, PROFILES, Instruction, resolve
 from .packing import pack
+
+if TYPE_CHECKING:
+    from .perf import Row
 
 __all__ = [
     "Contender",
@@ -259,7 +262,10 @@ def _ulp_distance(result: np.ndarray, exact64: np.ndarray) -> float:
 
 
 @dataclass
-class Row:
+class Measurement:
+    """One contender of the sweep at one size: its speed and, for tilegemm, its bits against the
+    exact result. (A performance target, a ratio against its goal, is a ``tilegemm.perf.Row``.)"""
+
     group: str
     contender: str
     n: int
@@ -294,10 +300,10 @@ def sweep(
     progress=None,
     tilings=SEED_TILINGS,
     native_only=False,
-) -> list[Row]:
+) -> list[Measurement]:
     """The seed's sweep. A contender projected (from its previous size, n^3 scaling) to exceed
     ``budget`` seconds at a size is skipped there and at every larger size."""
-    rows: list[Row] = []
+    rows: list[Measurement] = []
     todo = [c for c in contenders(tilings, tuple(group_dtype(g) for g in groups), native_only)]
     last_time: dict[str, tuple[int, float]] = {}
     dead: dict[str, str] = {}
@@ -320,7 +326,7 @@ def sweep(
                         continue
                     if progress:
                         progress(f"{g} {c.name} n={n}")
-                    row = Row(g, c.name, n, threads)
+                    row = Measurement(g, c.name, n, threads)
                     group_rows.append(row)
                     why = unavailable(c)
                     if why is not None:
@@ -407,7 +413,7 @@ def host_line(threads=None) -> str:
     return line()
 
 
-def format_table(rows: list[Row]) -> str:
+def format_table(rows: list[Measurement]) -> str:
     w = max([16] + [len(r.contender) for r in rows])  # profile names are longer than the seed's
     head = f"{'group':6} {'contender':{w}} {'n':>5} {'GFLOP/s':>9} {'vs f32':>7} {'bits differ':>11} {'max ulp':>9}"
     lines = [head, "-" * len(head)]
@@ -482,16 +488,6 @@ def _plot(rows, info, path):
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Target:
-    what: str
-    ratio: float
-    goal: str
-    met: bool
-    samples: list = field(default_factory=list)
-    ran: str = ""  # the kernel and the paths its blocks took
-
-
 def _median_ratio(fast, slow, repeats, inner=1):
     """Median over ``repeats`` of time(slow) / time(fast), timed back to back, alternating which
     goes first (``tilegemm.perf.median_ratio``)."""
@@ -559,25 +555,27 @@ def add_profile_rows(add, n=1024, repeats=7):
             add(what, r, f">= {goal}", r >= goal, s, ran)
 
 
-def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Target]:
+def targets(sizes=(1024, 2048), repeats=7, report=print) -> list[Row]:
     """Measure every row of the performance-target table (see the README): the blocked kernels'
     targets (``tilegemm.perf``, with the bodies alone against the FMA peak), then the others."""
     from threadpoolctl import threadpool_limits
 
     from . import perf
 
-    out: list[Target] = []
+    out: list[Row] = []
 
     def add(what, ratio, goal, met, samples, ran=""):
-        t = Target(what, ratio, goal, met, [round(s, 3) for s in samples], ran)
-        out.append(t)
-        report(f"{'ok  ' if met else 'MISS'} {what}: {ratio:.2f} ({goal}){f'  [{ran}]' if ran else ''}")
+        add_row(perf.Row(what, float(ratio), goal, bool(met), ran, [round(float(x), 3) for x in samples]))
+
+    def add_row(row: Row) -> None:
+        out.append(row)
+        report(row.line())
 
     report(f"# host: {perf.host_line()}")
     perf.body_report(report)
     report("# targets: ratios timed side by side in this process (medians of alternating repetitions), 1 thread")
     for r in perf.speed_targets(sizes, repeats, report=lambda line: None):
-        add(r.what, r.ratio, r.goal, r.met, r.samples, r.ran)
+        add_row(r)
     with threadpool_limits(1, user_api="blas"):  # not Numba's OpenMP pool
         n = max(sizes)
         a, b = inputs("INT8", n)
@@ -728,7 +726,7 @@ def torch_mode(shapes=TORCH_MODE_SHAPES, repeats=5, threads=None, report=print) 
 SEED_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 
 
-def tflops_table(rows: list[Row]) -> str:
+def tflops_table(rows: list[Measurement]) -> str:
     """The seed's table: TFLOP/s (2 N^3 / time) per dtype and kernel, one column per size."""
     sizes = sorted({r.n for r in rows})
     head = f"{'dtype':5} {'kernel':14} " + " ".join(f"{n:>7}" for n in sizes)

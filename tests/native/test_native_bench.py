@@ -43,9 +43,9 @@ def test_sweep_measures_or_skips_native_rows():
 
 def test_tflops_table():
     rows = [
-        tb.Row("BF16", "native 1x1", 256, 1, gflops=1500.0),
-        tb.Row("BF16", "native 1x1", 8192, 1, gflops=12000.0),
-        tb.Row("BF16", "native 2x2", 256, 1, skipped="x"),
+        tb.Measurement("BF16", "native 1x1", 256, 1, gflops=1500.0),
+        tb.Measurement("BF16", "native 1x1", 8192, 1, gflops=12000.0),
+        tb.Measurement("BF16", "native 2x2", 256, 1, skipped="x"),
     ]
     lines = tb.tflops_table(rows).splitlines()
     assert lines[0].split() == ["dtype", "kernel", "256", "8192"]

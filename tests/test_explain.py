@@ -17,12 +17,13 @@ def _check_reproducer(e):
     """The reproducer parts the two kernels by itself, with the values it claims."""
     r = e.reproducer
     assert r is not None
-    for isa, want in zip(r.isa, r.results):
-        acc = instructions.resolve(isa, r.dtype)[2].acc
+    dtypes = (r.dtype, r.dtype) if isinstance(r.dtype, str) else r.dtype
+    for isa, dtype, want in zip(r.isa, dtypes, r.results):
+        acc = instructions.resolve(isa, dtype)[2].acc
         if r.c is None:
-            got = tilegemm.matmul(r.a, r.b, r.dtype, isa=isa)
+            got = tilegemm.matmul(r.a, r.b, dtype, isa=isa)
         else:
-            got = tilegemm.matmul(r.a, r.b, r.dtype, isa=isa, out=np.array([[r.c]], acc), accumulate=True)
+            got = tilegemm.matmul(r.a, r.b, dtype, isa=isa, out=np.array([[r.c]], acc), accumulate=True)
         assert tilegemm.bitdiff(got, np.array([[want]], acc)).identical, (isa, got, want)
     assert r.results[0] != r.results[1]
     code = r.code()
@@ -125,6 +126,74 @@ def test_bf16_amx_against_one_chain_at_k_1024():
     err = e.distribution["mean |error| against a binary64 product (C = 0)"]
     amx, one = (float(part.split()[1]) for part in err.split(", "))
     assert one > amx  # one binary32 chain over K errs more than AMX's short chains
+
+
+# -- a dtype per side: TF32 against BF16 and against one FP32 FMA chain ---------------------------
+
+
+def test_tf32_against_bf16_parts_at_the_first_element_they_read_differently():
+    # 2 reads as 2 in both; 1 + 2^-9 keeps its bit in TF32 (10 fraction bits) and rounds to 1 in
+    # BF16 (7): the sums are 3 + 2^-9 (0x40402000) and 3 (0x40400000).
+    a, b = np.float32([[2.0, 1 + 2.0**-9]]), np.float32([[1.0], [1.0]])
+    e = tilegemm.explain(a, b, ("tf32", "bf16"), isa=("amx", "amx"))
+    assert e.dtype == ("tf32", "bf16")
+    assert_bits(np.float32(e.values), np.array([0x40402000, 0x40400000], np.uint32).view(np.float32))
+    assert (e.verdict.cause, e.verdict.k, e.verdict.isa) == ("input conversion", 1, None)
+    assert "1.001953125" in e.verdict.detail and "in tf32" in e.verdict.detail
+    r = _check_reproducer(e)
+    assert r.k_index == (1,) and r.dtype == ("tf32", "bf16")
+    assert "tilegemm.matmul(a, b, 'tf32', isa='amx')" in r.code()
+    assert "dtype=('tf32', 'bf16')" in str(e)
+
+
+def _ones_after_a_big_one():
+    """K = 32: 2^24 at k = 0, ones at k = 16 .. 31. One chain loses each 1 to a tie (2^24 + 1
+    rounds to 2^24), TMMULTF32PS's second instruction sums the ones apart (16) and adds 2^24 + 16
+    exactly, TDPBF16PS's even chain loses its 8 ones and its odd chain keeps 8 (2^24 + 8)."""
+    a = np.zeros((1, 32), np.float32)
+    b = np.zeros((32, 1), np.float32)
+    a[0, 0], b[0, 0] = 2.0**24, 1.0
+    a[0, 16:], b[16:, 0] = 1.0, 1.0
+    return a, b
+
+
+@pytest.mark.parametrize(
+    "isa,want,k",
+    [
+        (("amx", "fp32_fma"), 0x4B800000, 16),  # both hold 2^24 after K 16: they part in 16 .. 31
+        (("amx", "amx"), 0x4B800004, 0),  # TDPBF16PS's one instruction covers K 0 .. 31
+    ],
+)
+def test_tf32_rounding_order_against_one_chain_and_bf16_pairs(isa, want, k):
+    a, b = _ones_after_a_big_one()  # every value is a BF16 and a TF32: both read the same
+    e = tilegemm.explain(a, b, ("tf32", "bf16"), isa=isa)
+    assert_bits(np.float32(e.values), np.array([0x4B800008, want], np.uint32).view(np.float32))
+    assert (e.verdict.cause, e.verdict.k, e.verdict.isa) == ("rounding order", k, None)
+    assert "one FP32 chain of 16 FMAs per instruction" in e.verdict.detail
+    r = _check_reproducer(e)
+    assert set(r.k_index) <= set(range(k, 32))
+
+
+def test_tf32_flushes_a_tiny_product_one_fp32_chain_keeps():
+    a, b = np.float32([[2.0**-70, 1.0]]), np.float32([[2.0**-70], [0.0]])
+    e = tilegemm.explain(a, b, ("tf32", "bf16"), isa=("amx", "fp32_fma"))
+    assert (e.verdict.cause, e.verdict.k, e.verdict.isa) == ("denormal flush (FTZ)", 0, "amx")
+    assert_bits(np.float32(e.values), np.array([0, 0x200], np.uint32).view(np.float32))  # +0, 2^-140
+    _check_reproducer(e)
+
+
+def test_tf32_reference_trace_ends_at_the_kernels_bits():
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((1, 40)).astype(np.float32), rng.standard_normal((40, 1)).astype(np.float32)
+    for c in (None, np.float32([[2.0**-130]])):
+        t = reference.trace.Trace()
+        want = reference.matmul(a, b, "tf32", c=c)
+        reference.matmul(a, b, "tf32", c=c, trace=t)
+        assert_bits(np.float32([[t.result]]), want)
+        assert [s.k for s in t.states] == [0, 16, 32, 40]
+        assert len([op for op in t.ops if op.what == "fma32"]) == 40
+    first_add = next(op for op in t.ops if op.what.startswith("add32"))
+    assert "DAZ" in first_add.events  # the denormal C read as zero by the first instruction's add
 
 
 def test_identical_profiles_and_chosen_index():
@@ -278,6 +347,8 @@ def test_cli_explain(tmp_path, capsys):
     assert "output C[1, 0]: amx 40000, avx2 32767" in out and "int16 saturation at K index 2 in avx2" in out
     assert main(["explain", "--isa", "amx", "fp32_fma", "--shape", "2", "40", "2"]) == 0
     assert "dtype='bf16'" in capsys.readouterr().out
+    assert main(["explain", "--isa", "amx", "amx", "--dtype", "tf32", "bf16", "--shape", "2", "40", "2"]) == 0
+    assert "dtype=('tf32', 'bf16')" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -289,6 +360,7 @@ def test_cli_explain(tmp_path, capsys):
         (["--a", "x.npy"], "give both --a and --b"),
         (["--shape", "0", "4", "4"], "--shape takes positive sizes"),
         (["--shape", "2", "8", "2", "--index", "5", "0"], r"index \(5, 0\) is outside"),
+        (["--dtype", "bf16", "bf16", "bf16"], "--dtype takes one dtype, or one per --isa profile, got bf16 bf16 bf16"),
     ],
 )
 def test_cli_explain_errors(argv, match, capsys):

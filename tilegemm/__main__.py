@@ -170,9 +170,12 @@ def _explain(args, parser) -> int:
     from .explain import default_dtype, explain
 
     try:
-        dtype = args.dtype if args.dtype is not None else default_dtype(*args.isa)
-        instr = instructions.resolve(args.isa[0], dtype)[2]
-        instructions.resolve(args.isa[1], dtype)
+        if args.dtype is not None and len(args.dtype) > 2:
+            raise ValueError(f"--dtype takes one dtype, or one per --isa profile, got {' '.join(args.dtype)}")
+        dtypes = args.dtype if args.dtype is not None else [default_dtype(*args.isa)]
+        dtype = dtypes[0] if len(dtypes) == 1 else (dtypes[0], dtypes[1])
+        instr = instructions.resolve(args.isa[0], dtypes[0])[2]
+        instructions.resolve(args.isa[1], dtypes[-1])
         if (args.a is None) != (args.b is None):
             raise ValueError("give both --a and --b, or neither (random operands of --shape)")
         if args.a is not None:
@@ -352,7 +355,14 @@ def _parser() -> _Parser:
     p["selfcheck"].add_argument("--quick", action="store_true", help="10^5 outputs per instruction instead of 10^6")
     ex = p["explain"]
     ex.add_argument("--isa", nargs=2, default=["amx", "avx2"], choices=list(ISAS), metavar="ISA", help="two profiles")
-    ex.add_argument("--dtype", default=None, choices=all_dtypes, help="default: the first dtype both take")
+    ex.add_argument(
+        "--dtype",
+        nargs="+",
+        default=None,
+        choices=all_dtypes,
+        metavar="DTYPE",
+        help="one dtype, or one per profile (tf32 bf16); default: the first dtype both take",
+    )
     ex.add_argument("--a", default=None, help="A (M x K) as a .npy file")
     ex.add_argument("--b", default=None, help="B (K x N) as a .npy file")
     ex.add_argument("--c", default=None, help="a starting C (M x N) as a .npy file")

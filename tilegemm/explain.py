@@ -13,7 +13,10 @@ operation sequence in both profiles through the readable reference with a trace
   ``avx512_fp16`` overflowed, or rounded away bits a binary32 accumulator kept;
 - ``"overflow"``: a binary32 result overflowed in one profile only;
 - ``"rounding order"``: the same exact products summed in another grouping (AMX's even/odd
-  chains per tile step against one chain, VDPBF16PS's odd-first pairs ...).
+  chains per tile step against one chain, VDPBF16PS's odd-first pairs ...);
+- ``"input conversion"``: with a dtype per side (``dtype=("tf32", "bf16")``), an element that
+  the two formats read differently (TF32 truncates a float32 to 10 fraction bits, BF16 rounds it
+  to 7), so that the exact products part at K index k.
 
 It also builds a minimal reproducer: the few K elements (and the accumulator value) that part the
 two profiles on their own, checked by running both kernels on them.
@@ -45,6 +48,7 @@ CAUSES = (
     "fp16 accumulator overflow",
     "overflow",
     "fp16 accumulator rounding",
+    "input conversion",
     "rounding order",
 )
 
@@ -75,7 +79,7 @@ class Reproducer:
     a: np.ndarray
     b: np.ndarray
     c: object
-    dtype: str
+    dtype: str | tuple[str, str]  # a pair where the two sides take different dtypes
     isa: tuple[str, str]
     results: tuple
     k_index: tuple[int, ...]
@@ -90,13 +94,13 @@ class Reproducer:
             return f"np.array({vals}, {_np_name(dt)}).reshape{shape}"
 
         lines = ["import numpy as np, tilegemm", f"a = {arr(self.a, a_dt)}", f"b = {arr(self.b, b_dt)}"]
-        for isa, r in zip(self.isa, self.results):
-            acc = instructions.resolve(isa, self.dtype)[2].acc
+        for isa, dtype, r in zip(self.isa, _sides(self.dtype), self.results):
+            acc = instructions.resolve(isa, dtype)[2].acc
             if self.c is None:
-                lines.append(f"tilegemm.matmul(a, b, {self.dtype!r}, isa={isa!r})  # {_show(r, acc)}")
+                lines.append(f"tilegemm.matmul(a, b, {dtype!r}, isa={isa!r})  # {_show(r, acc)}")
             else:
                 lines.append(
-                    f"tilegemm.matmul(a, b, {self.dtype!r}, isa={isa!r}, out=np.array([[{_num(self.c)}]], "
+                    f"tilegemm.matmul(a, b, {dtype!r}, isa={isa!r}, out=np.array([[{_num(self.c)}]], "
                     f"{_np_name(acc)}), accumulate=True)  # {_show(r, acc)}"
                 )
         return "\n".join(lines)
@@ -106,7 +110,7 @@ class Reproducer:
 class Explanation:
     """What :func:`explain` found. ``str()`` of it is the full report."""
 
-    dtype: str
+    dtype: str | tuple[str, str]  # a pair where the two sides take different dtypes
     isa: tuple[str, str]
     shape: tuple[int, int, int]
     diff: BitDiff
@@ -130,7 +134,7 @@ class Explanation:
         x, y = self.isa
         M, K, N = self.shape
         lines = [f"explain: dtype={self.dtype!r}, isa={x!r} vs {y!r}, M x K x N = {M} x {K} x {N}"]
-        if instructions.same_bits(x, y):
+        if instructions.same_bits(x, y) and isinstance(self.dtype, str):
             lines.append(f"{x} and {y} are encodings of the same instructions: identical bits by definition")
         d = self.diff
         lines.append(f"outputs whose bits differ: {d.count} of {d.total} ({d.share:.2%})")
@@ -138,7 +142,7 @@ class Explanation:
             lines.append(f"  {key}: {value}")
         if self.index is None:
             return "\n".join(lines + list(self.notes))
-        acc = [instructions.resolve(i, self.dtype)[2].acc for i in self.isa]
+        acc = [instructions.resolve(i, d)[2].acc for i, d in zip(self.isa, _sides(self.dtype))]
         vals = ", ".join(f"{i} {_show(v, a)}" for i, v, a in zip(self.isa, self.values, acc))
         lines.append(f"output C[{self.index[0]}, {self.index[1]}]: {vals}")
         if self.verdict is not None:
@@ -163,9 +167,10 @@ def explain(a, b, dtype=None, isa=("amx", "avx2"), *, index=None, c=None, reprod
     ----------
     a, b : array_like, 2-D (M x K and K x N)
         The operands, converted to ``dtype`` once as :func:`tilegemm.matmul` converts them.
-    dtype : str, optional
+    dtype : str or (str, str), optional
         A dtype both profiles take (default: :func:`default_dtype`, the first of ``isa[0]``'s
-        dtypes that ``isa[1]`` takes).
+        dtypes that ``isa[1]`` takes), or one per profile: ``("tf32", "bf16")`` with
+        ``isa=("amx", "amx")`` asks what TMMULTF32PS computes that TDPBF16PS does not.
     isa : (str, str)
         The two profiles (:data:`tilegemm.instructions.ISAS`).
     index : (int, int), optional
@@ -193,8 +198,16 @@ def explain(a, b, dtype=None, isa=("amx", "avx2"), *, index=None, c=None, reprod
     """
     x, y = _pair(isa)
     dtype = default_dtype(x, y) if dtype is None else dtype
-    _, name, ix = instructions.resolve(x, dtype)
-    _, _, iy = instructions.resolve(y, dtype)
+    if isinstance(dtype, tuple | list) and len(dtype) == 2:
+        dx, dy = dtype
+    elif isinstance(dtype, tuple | list):
+        raise ValueError(f"dtype takes one dtype or a pair (one per profile), got {dtype!r}")
+    else:
+        dx = dy = dtype
+    _, nx, ix = instructions.resolve(x, dx)
+    _, ny, iy = instructions.resolve(y, dy)
+    names = (nx, ny)
+    name: str | tuple[str, str] = nx if nx == ny else names
     a = np.asarray(a)
     b = np.asarray(b)
     if a.ndim != 2 or b.ndim != 2:
@@ -206,11 +219,11 @@ def explain(a, b, dtype=None, isa=("amx", "avx2"), *, index=None, c=None, reprod
     cx = cy = None
     if c is not None:
         cx, cy = (exact_start(c, i.acc, (M, N)) for i in (ix, iy))
-    rx = _run(a, b, name, x, cx, switches)
-    ry = _run(a, b, name, y, cy, switches)
+    rx = _run(a, b, nx, x, cx, switches)
+    ry = _run(a, b, ny, y, cy, switches)
     wx, wy = _common(rx), _common(ry)
     d = bitdiff(wx, wy)
-    dist = _distribution(wx, wy, a, b, name, ix, iy, (x, y), c is None)
+    dist = _distribution(wx, wy, a, b, names, ix, iy, (x, y), c is None)
     if index is None:
         index = d.first
     elif not (
@@ -223,21 +236,22 @@ def explain(a, b, dtype=None, isa=("amx", "avx2"), *, index=None, c=None, reprod
         return Explanation(name, (x, y), (M, K, N), d, dist, None, (), None)
     m, n = (int(i) for i in index)
     values = (_num(rx[m, n]), _num(ry[m, n]))
-    # The operands as the instructions read them (BF16/FP16 values, 8-bit integers): the
-    # conversion is idempotent, and the reproducer then shows the values that matter.
-    a = ix.a.to_element(a, "a", name) if not ix.a.is_float else ix.a.decode(ix.a.to_codes(a, "a", name))
-    b = ix.b.to_element(b, "b", name) if not ix.b.is_float else ix.b.decode(ix.b.to_codes(b, "b", name))
+    if nx == ny:
+        # The operands as the instructions read them (BF16/FP16 values, 8-bit integers): the
+        # conversion is idempotent, and the reproducer then shows the values that matter. With a
+        # dtype per side they stay as given: each side's conversion is part of what parts them.
+        a, b = _read(ix, a, "a", nx), _read(ix, b, "b", nx)
     if _same(values[0], values[1]):
         note = (f"output C[{m}, {n}] has the same bits in both profiles",)
         return Explanation(name, (x, y), (M, K, N), d, dist, (m, n), values, None, notes=note)
     row, col = a[m : m + 1], b[:, n : n + 1]
     starts = (None if cx is None else cx[m, n], None if cy is None else cy[m, n])
-    tx, ty = (_trace(row, col, name, p, s, switches) for p, s in zip((x, y), starts))
+    tx, ty = (_trace(row, col, dt, p, s, switches) for dt, p, s in zip(names, (x, y), starts))
     _check(tx, values[0], x)
     _check(ty, values[1], y)
-    verdict, span = _verdict((tx, ty), (x, y), (ix, iy))
+    verdict, span = _verdict((tx, ty), (x, y), (ix, iy), (row, col, names))
     repro = (
-        _reproducer(row, col, starts, name, (x, y), (ix, iy), (tx, ty), verdict, span, switches) if reproduce else None
+        _reproducer(row, col, starts, names, (x, y), (ix, iy), (tx, ty), verdict, span, switches) if reproduce else None
     )
     return Explanation(name, (x, y), (M, K, N), d, dist, (m, n), values, verdict, (tx, ty), span, repro)
 
@@ -254,6 +268,16 @@ def default_dtype(x: str, y: str) -> str:
             f"isa={x!r} and isa={y!r} take no dtype in common ({', '.join(px.names())} / {', '.join(py.names())})"
         )
     return common[0]
+
+
+def _sides(dtype: str | tuple[str, str]) -> tuple[str, str]:
+    return (dtype, dtype) if isinstance(dtype, str) else (dtype[0], dtype[1])
+
+
+def _read(instr, x, operand, dtype):
+    """``x`` as ``instr`` reads it: its format's values (float) or elements (integer)."""
+    fmt = getattr(instr, operand)
+    return fmt.decode(fmt.to_codes(x, operand, dtype)) if fmt.is_float else fmt.to_element(x, operand, dtype)
 
 
 def _pair(isa) -> tuple[str, str]:
@@ -309,7 +333,7 @@ def _same(u, v) -> bool:
 # -- distribution ------------------------------------------------------------------------------
 
 
-def _distribution(wx, wy, a, b, dtype, ix, iy, isas, from_zero=True) -> dict:
+def _distribution(wx, wy, a, b, dtypes, ix, iy, isas, from_zero=True) -> dict:
     out: dict = {}
     if wx.dtype.kind in "iu":
         delta = wy.astype(np.int64) - wx.astype(np.int64)
@@ -334,16 +358,22 @@ def _distribution(wx, wy, a, b, dtype, ix, iy, isas, from_zero=True) -> dict:
         out["NaN in one profile only"] = int(nan.sum())
     if not from_zero:
         return out
-    # Error against a binary64 product of the same (rounded) operands, per profile.
-    a64 = ix.a.decode(ix.a.to_codes(a, "a", dtype)).astype(np.float64)
-    b64 = ix.b.decode(ix.b.to_codes(b, "b", dtype)).astype(np.float64)
+    # Error against a binary64 product of the same (rounded) operands, per profile; with a dtype
+    # per side, of the operands as given (what each format's rounding costs is then part of it).
+    if dtypes[0] == dtypes[1]:
+        a64 = _read(ix, a, "a", dtypes[0]).astype(np.float64)
+        b64 = _read(ix, b, "b", dtypes[0]).astype(np.float64)
+        against = "a binary64 product (C = 0)"
+    else:
+        a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        against = "a binary64 product of the operands as given (C = 0)"
     with np.errstate(all="ignore"):
         ref = a64 @ b64
         errs = []
         for name, w in zip(isas, (fx, fy)):
             ok = np.isfinite(ref) & np.isfinite(w)
             errs.append(f"{name} {np.abs(w[ok] - ref[ok]).mean():.4g}" if ok.any() else f"{name} -")
-    out["mean |error| against a binary64 product (C = 0)"] = ", ".join(errs)
+    out[f"mean |error| against {against}"] = ", ".join(errs)
     return out
 
 
@@ -366,11 +396,35 @@ def _log2_histogram(v: np.ndarray) -> str:
 _DEVIATIONS = ("int16 saturation", "int32 saturation")
 
 
-def _verdict(traces, isas, instrs):
-    """(Verdict, (k0, k1)) for one differing output."""
+def _verdict(traces, isas, instrs, operands=None):
+    """(Verdict, (k0, k1)) for one differing output; ``operands`` (row, col, dtypes) where the
+    two sides may take different dtypes."""
+    if operands is not None and operands[2][0] != operands[2][1]:
+        found = _conversion_verdict(instrs, *operands)
+        if found is not None:
+            return found
     if traces[0].fmt == "i32":
         return _int_verdict(traces, isas)
     return _float_verdict(traces, isas, instrs)
+
+
+def _conversion_verdict(instrs, row, col, dtypes):
+    """The first K index whose exact product the two dtypes' readings of the operands change,
+    or None where every product is the same (the difference then lies in the arithmetic)."""
+    reads = [(_read(i, row, "a", d)[0], _read(i, col, "b", d)[:, 0]) for i, d in zip(instrs, dtypes)]
+    for k in range(row.shape[1]):
+        px, py = (float(np.float64(r[0][k]) * np.float64(r[1][k])) for r in reads)
+        if _same(px, py):
+            continue
+        given = (float(row[0, k]), float(col[k, 0]))
+        read = [(float(r[0][k]), float(r[1][k])) for r in reads]
+        detail = (
+            f"a[k] = {_fmt_f(given[0])}, b[k] = {_fmt_f(given[1])} read as {_fmt_f(read[0][0])}, "
+            f"{_fmt_f(read[0][1])} in {dtypes[0]} and as {_fmt_f(read[1][0])}, {_fmt_f(read[1][1])} in "
+            f"{dtypes[1]}: the exact products part ({_fmt_f(px)} against {_fmt_f(py)})"
+        )
+        return Verdict("input conversion", k, None, detail), (k, k + 1)
+    return None
 
 
 def _first_k(op) -> int | None:
@@ -530,44 +584,47 @@ def _fmt_exact(op) -> str:
 # -- the reproducer ----------------------------------------------------------------------------
 
 
-def _reproducer(row, col, starts, dtype, isas, instrs, traces, verdict, span, switches):
+def _reproducer(row, col, starts, dtypes, isas, instrs, traces, verdict, span, switches):
     if verdict is None or span is None:
         return None
     K = row.shape[1]
     if traces[0].fmt == "i32":
-        cand = _int_candidate(row, col, dtype, isas, instrs, traces, verdict, span)
-        return cand if cand is not None else _try(row, col, starts, dtype, isas, tuple(range(K)), switches)
+        cand = _int_candidate(row, col, dtypes, isas, instrs, traces, verdict, span)
+        return cand if cand is not None else _try(row, col, starts, dtypes, isas, tuple(range(K)), switches)
     k0, k1 = span
     k1 = min(k1, K)
+    if verdict.cause == "input conversion":  # the element alone, from zero, if it parts them
+        alone = _try(row, col, None, dtypes, isas, (k0,), switches, verdict.cause)
+        return alone if alone is not None else _try(row, col, starts, dtypes, isas, tuple(range(K)), switches)
     c0 = [t.boundaries()[k0].value for t in traces]
     keep = list(range(k0, k1))
-    best = _try(row, col, c0, dtype, isas, tuple(keep), switches, verdict.cause)
+    best = _try(row, col, c0, dtypes, isas, tuple(keep), switches, verdict.cause)
     if best is None:  # the span alone does not reproduce: give the whole output
-        return _try(row, col, starts, dtype, isas, tuple(range(K)), switches)
-    best = _shrink(best, row, col, dtype, isas, switches, verdict.cause)
+        return _try(row, col, starts, dtypes, isas, tuple(range(K)), switches)
+    best = _shrink(best, row, col, dtypes, isas, switches, verdict.cause)
     if best.c is not None:
-        zero = _try(row, col, None, dtype, isas, best.k_index, switches, verdict.cause)
+        zero = _try(row, col, None, dtypes, isas, best.k_index, switches, verdict.cause)
         if zero is not None:
             best = zero
     return best
 
 
-def _int_candidate(row, col, dtype, isas, instrs, traces, verdict, span):
+def _int_candidate(row, col, dtypes, isas, instrs, traces, verdict, span):
     k0, k1 = span
     K = row.shape[1]
     ks = tuple(k for k in range(k0, k1) if k < K)
     if verdict.cause == "int16 saturation":
-        return _try(row, col, None, dtype, isas, ks, {})
+        return _try(row, col, None, dtypes, isas, ks, {})
     # int32 saturation: start from the accumulator the saturating profile held before the quad
     t = traces[isas.index(verdict.isa)]
     op = next(o for o in t.ops if o.k and min(o.k) == k0 and "int32 saturation" in o.events)
     before = op.given[-1]
     if instrs[0].a.storage.kind == "i":  # the reproducer's own compensation is added again
         before = _wrap32(before + 128 * int(sum(int(col[k, 0]) for k in ks)))
-    return _try(row, col, [before, before], dtype, isas, ks, {})
+    return _try(row, col, [before, before], dtypes, isas, ks, {})
 
 
-def _try(row, col, starts, dtype, isas, ks, switches, cause=None):
+def _try(row, col, starts, dtypes, isas, ks, switches, cause=None):
     """The reproducer on K indices ``ks`` from ``starts`` if both kernels part on it (and, with
     ``cause``, for the same reason), else None."""
     if not ks:
@@ -576,23 +633,25 @@ def _try(row, col, starts, dtype, isas, ks, switches, cause=None):
     b = np.ascontiguousarray(col[list(ks), :])
     results = []
     cs = []
-    for isa, s in zip(isas, starts if isinstance(starts, list | tuple) else (starts, starts)):
-        acc = instructions.resolve(isa, dtype)[2].acc
+    for isa, dt, s in zip(isas, dtypes, starts if isinstance(starts, list | tuple) else (starts, starts)):
+        acc = instructions.resolve(isa, dt)[2].acc
         c = None if s is None else np.array([[s]], acc)
         cs.append(c)
-        results.append(_num(_run(a, b, dtype, isa, c, switches)[0, 0]))
+        results.append(_num(_run(a, b, dt, isa, c, switches)[0, 0]))
     if _same(results[0], results[1]):
         return None
     if cause is not None:
-        tr = [_trace(a, b, dtype, isa, c, switches) for isa, c in zip(isas, cs)]
-        v, _ = _verdict(tr, isas, [instructions.resolve(i, dtype)[2] for i in isas])
+        tr = [_trace(a, b, dt, isa, c, switches) for isa, dt, c in zip(isas, dtypes, cs)]
+        instrs = [instructions.resolve(i, dt)[2] for i, dt in zip(isas, dtypes)]
+        v, _ = _verdict(tr, isas, instrs, (a, b, dtypes))
         if v.cause != cause:
             return None
     start = None if cs[0] is None else _num(cs[0][0, 0])
-    return Reproducer(a, b, start, dtype, isas, tuple(results), tuple(ks))
+    same = dtypes[0] == dtypes[1]
+    return Reproducer(a, b, start, dtypes[0] if same else (dtypes[0], dtypes[1]), isas, tuple(results), tuple(ks))
 
 
-def _shrink(best, row, col, dtype, isas, switches, cause, budget=120):
+def _shrink(best, row, col, dtypes, isas, switches, cause, budget=120):
     """Drop K elements (halves, then quarters ... then single ones) while the reproducer still
     parts the profiles for the same reason."""
     ks = list(best.k_index)
@@ -605,7 +664,7 @@ def _shrink(best, row, col, dtype, isas, switches, cause, budget=120):
         while i < len(ks) and tries < budget:
             cand = ks[:i] + ks[i + chunk :]
             tries += 1
-            got = _try(row, col, start, dtype, isas, tuple(cand), switches, cause)
+            got = _try(row, col, start, dtypes, isas, tuple(cand), switches, cause)
             if got is not None:
                 ks, best, changed = cand, got, True
             else:

@@ -109,23 +109,54 @@ def _single(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def tmmultf32ps(C: np.ndarray, a_codes: np.ndarray, b_codes: np.ndarray, dst_daz: bool = True, single: bool = False):
-    """One TMMULTF32PS: C (M x N float32) with A (M x k) and B (k x N) binary32 bits, k <= 16."""
+def tmmultf32ps(
+    C: np.ndarray,
+    a_codes: np.ndarray,
+    b_codes: np.ndarray,
+    dst_daz: bool = True,
+    single: bool = False,
+    *,
+    trace=None,
+    k0: int = 0,
+):
+    """One TMMULTF32PS: C (M x N float32) with A (M x k) and B (k x N) binary32 bits, k <= 16.
+    ``trace`` records output [0, 0]'s operations (K indices from ``k0``); the operands it shows
+    are the TF32 values read (the truncation is the input's conversion, not a flush)."""
     a, b = tf32(a_codes), tf32(b_codes)
     if single:
-        tmp = _single(a, b)
+        tmp = _single(a, b)  # one rounding: no per-element operation to record
     else:
         tmp = np.zeros(C.shape, np.float32)
         for k in range(a.shape[1]):
-            tmp = _fma(a[:, k : k + 1], b[k : k + 1, :], tmp)
-    return _add(tmp, daz(C) if dst_daz else np.asarray(C, np.float32))
+            new = _fma(a[:, k : k + 1], b[k : k + 1, :], tmp)
+            if trace is not None:
+                ops = (a[:, k : k + 1], b[k : k + 1, :], tmp)
+                trace.float_op("fma32", (k0 + k,), "tmp", ops, ops, new, "fma32 ftz")
+            tmp = new
+    read = daz(C) if dst_daz else np.asarray(C, np.float32)
+    out = _add(tmp, read)
+    if trace is not None:
+        trace.float_op(
+            "add32 tmp + C", (), "C", (tmp, C), (tmp, read), out, "add32 daz ftz" if dst_daz else "add32 ftz"
+        )
+    return out
 
 
 def tmmultf32ps_gemm(
-    instr, A: np.ndarray, B: np.ndarray, C: np.ndarray, tf32_dst_daz: bool = True, tf32_rounding: str = "each_step"
+    instr,
+    A: np.ndarray,
+    B: np.ndarray,
+    C: np.ndarray,
+    tf32_dst_daz: bool = True,
+    tf32_rounding: str = "each_step",
+    trace=None,
 ) -> np.ndarray:
     """``C + A @ B`` as a sequence of TMMULTF32PS, 16 K elements each (the last one fewer)."""
+    if trace is not None:
+        trace.start(C, "f32")
     for k0 in range(0, A.shape[1], _K):
         k1 = min(k0 + _K, A.shape[1])
-        C = tmmultf32ps(C, A[:, k0:k1], B[k0:k1], tf32_dst_daz, tf32_rounding == "single")
+        C = tmmultf32ps(C, A[:, k0:k1], B[k0:k1], tf32_dst_daz, tf32_rounding == "single", trace=trace, k0=k0)
+        if trace is not None:
+            trace.state(k1, C)
     return C

@@ -108,7 +108,7 @@ def test_only_the_records_compare_dtype_or_isa_names():
     names = _names()
     offenders = {}
     for name, path in _modules().items():
-        if name == "tilegemm.instructions":
+        if name == "tilegemm.instructions" or name.startswith("tilegemm.instructions."):
             continue
         hits = _string_comparisons(ast.parse(path.read_text()), names)
         if hits:
@@ -256,3 +256,31 @@ def test_the_architecture_page_matches_the_code():
         assert (ROOT / path).is_file() and path in text, path
     for section in ("## Per-target bodies", "## The microkernel contract", "## Adding an instruction"):
         assert section in text
+
+
+def test_the_instruction_table_is_one_registry_over_family_modules():
+    """Every module of tilegemm/instructions/ but the record types is a family the registry
+    joins, and the tables hold exactly what the families declare, each record once."""
+    from tilegemm.instructions import _FAMILIES
+
+    files = {p.stem for p in (ROOT / "tilegemm" / "instructions").glob("*.py")} - {"__init__", "records"}
+    assert {f.__name__.rsplit(".", 1)[1] for f in _FAMILIES} == files
+    declared = [i.mnemonic for f in _FAMILIES for i in f.INSTRUCTIONS]
+    assert len(declared) == len(set(declared)) and set(declared) == set(instructions.INSTRUCTIONS)
+    assert [p.name for f in _FAMILIES for p in f.PROFILES] == list(instructions.PROFILES)
+
+
+def test_one_record_type_for_a_performance_target():
+    """A measured target (what, ratio, goal, met) has one type, ``tilegemm.perf.Row``: no other
+    class of the package declares those fields."""
+    want = {"what", "ratio", "goal", "met"}
+    found = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                fields = {
+                    s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                }
+                if want <= fields:
+                    found.append(f"{name}.{node.name}")
+    assert found == ["tilegemm.perf.Row"]

@@ -99,6 +99,10 @@ class Family:
         format (``"gemm_pairs_{b}"``), or None: the family runs the superblock loop only.
     fallback:
         The family a call runs where this family's proof fails, or None.
+    fast_switches:
+        The fast entry runs every reading of the instruction's switches; False: the default
+        readings only, and a call with another runs the exact entry (the fast entry then need not
+        compile the exact body in, which is most of its compile time).
     """
 
     name: str
@@ -114,6 +118,7 @@ class Family:
     c_view: str | None = None
     blocked: str | None = None
     fallback: str | None = None
+    fast_switches: bool = True
 
     @property
     def fast(self) -> str:

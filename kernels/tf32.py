@@ -19,7 +19,10 @@ input. Layout ``"f32"`` with groups of one: A panels ``[m][k]``, B blocks ``[k][
   (``exact.round_ftz``), NaN and infinity rules written out (the contract's order: a, b, then
   tmp, then C), the last step's own K elements only. It also runs the non-default switches:
   ``tf32_dst_daz=False`` and ``tf32_rounding="single"`` (the step's products summed exactly, as
-  an expansion of binary64 partials, and rounded once).
+  an expansion of binary64 partials, and rounded once). Its functions are compiled once as
+  functions of their own, not inlined into each caller as Numba IR: inlined, the exact body
+  made the first compile of the fast entry take minutes. The fast entry runs the default
+  switches only (``fast_switches=False``), so it holds no exact body but the NaN redo.
 
 The family is declared here, and found by its name (``families.get("tf32")``).
 """
@@ -62,6 +65,7 @@ FAMILY = families.declare(
         a_layout="f32",
         b_layout="f32",
         needs_proof=True,
+        fast_switches=False,
         shapes={
             "avx512_vnni": Shape(8, 16, 16),
             "avx512": Shape(8, 16, 16),
@@ -155,13 +159,13 @@ def _is_nan(x):
     return (x & _ABS) > _INF
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _round(s, t):
     """binary32 bits of the exact value s + t (RNE, FTZ after rounding)."""
     return f32_bits(round_ftz(s, t))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fma(a, b, t):
     """fma32(a, b, t) on bit patterns, x86's NaN order (a, b, then t)."""
     if _is_nan(a):
@@ -182,7 +186,7 @@ def _fma(a, b, t):
     return _round(s, e)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _add(t, c):
     """add32(t, c) on bit patterns (c already read with DAZ where the switch says so)."""
     if _is_nan(t):
@@ -195,7 +199,7 @@ def _add(t, c):
     return _round(s, e)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _grow(parts, n, x):
     """Add ``x`` to the expansion ``parts[:n]`` (non-overlapping binary64 partials, increasing in
     magnitude; Shewchuk's grow-expansion, as Python's ``math.fsum`` keeps it): exact. Returns n."""
@@ -214,7 +218,7 @@ def _grow(parts, n, x):
     return i + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _single(A, ai, B, bj, nk, parts):
     """tmp of ``tf32_rounding="single"``: the step's ``nk`` products (A at ``ai + k``, B at
     ``bj + 16 k``) summed exactly and rounded once; NaN from the first product with a NaN operand
@@ -257,7 +261,7 @@ def _single(A, ai, B, bj, nk, parts):
     return np.uint32(0) if hi == 0.0 else _round(hi, 0.0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _exact_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, nsteps, a_step, b_step, k, kb0, codes):
     """The instruction sequence on bit patterns: steps ``kb0 ..`` of rows ``mr`` x columns ``nc``,
     each step over its own K elements (the last one shorter)."""
@@ -361,10 +365,10 @@ _ONE = np.zeros(1, np.int64)
 
 @njit(cache=True, parallel=True)
 def gemm_tf32_fast(A, B, C, ia, ib, k, rows, cols, dst_daz, rounding):
-    if dst_daz == 0 and rounding == 0:
-        gemm.drive(A, B, C, ia, ib, k, max(rows, _JOB_TILES), cols, TF32_ROWS, (dst_daz, rounding), 1)
-    else:  # the other readings of the switches: the exact body
-        gemm.drive(A, B, C, ia, ib, k, rows, cols, TF32_EXACT, (dst_daz, rounding), 1)
+    # The default switches only (FAMILY.fast_switches): the plan gives the others the exact entry.
+    if dst_daz != 0 or rounding != 0:
+        raise ValueError("gemm_tf32_fast runs the default switches only; the exact entry runs the others")
+    gemm.drive(A, B, C, ia, ib, k, max(rows, _JOB_TILES), cols, TF32_ROWS, (dst_daz, rounding), 1)
 
 
 @njit(cache=True, parallel=True)

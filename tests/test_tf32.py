@@ -741,6 +741,22 @@ def test_switches_on_random_data_against_the_oracle():
     )
 
 
+def test_other_switch_readings_run_the_exact_entry():
+    """The fast entry holds the default readings only (its family's ``fast_switches``): the plan
+    gives any other reading the exact entry, and the fast entry refuses one passed to it."""
+    rng = np.random.default_rng(15)
+    a, b = rng.standard_normal((20, 40), np.float32), rng.standard_normal((40, 18), np.float32)
+    for sw, path in (({}, "fast"), ({"tf32_dst_daz": False}, "exact"), ({"tf32_rounding": "single"}, "exact")):
+        with tilegemm.plan.recording() as rec:
+            tilegemm.matmul(a, b, "tf32", **sw)
+        assert [c[1] for c in rec.calls] == [path], (sw, rec.describe())
+    from tilegemm.kernels import tf32 as kernels_tf32
+
+    z = np.zeros(1, np.int64)
+    with pytest.raises(ValueError, match="default switches only"):
+        kernels_tf32.gemm_tf32_fast.py_func(None, None, None, z, z, 16, 1, 1, 0, 1)
+
+
 def test_single_rounding_nans_and_infinities_match_the_reference():
     """NaN and infinity under tf32_rounding="single" (the contract leaves which NaN open):
     kernels and reference agree; Inf * 0 and +Inf with -Inf still give the default NaN."""

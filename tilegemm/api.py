@@ -409,7 +409,8 @@ class _Call:
         if family.needs_proof:
             c_range = exponent_range(C3, denormals=not instr.dst_daz) if self.accumulate else None
             b_range = packed.exponent_range(family.b_layout, instr.daz_inputs, self.options)
-        p = plan.make_plan(self.kernel, None, a_range, b_range, c_range)
+        codes = instr.option_codes(self.options)
+        p = plan.make_plan(self.kernel, None, a_range, b_range, c_range, codes)
         if p.path == "fallback" and family.fallback is not None:  # the proof failed: the fallback runs
             other = replace(self.kernel, family=dispatch.FAMILIES[family.fallback])
             return replace(self, kernel=other)._run_layouts(a_in, packed, C3)
@@ -417,7 +418,7 @@ class _Call:
         ib = _batch_index(self.b2[:-2], self.batch)
         family.run_prepare(instr, A, B, C3, ib, self.K)
         Ck = family.kernel_c(C3)
-        p.entry(A, B, Ck, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *instr.option_codes(self.options))
+        p.entry(A, B, Ck, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *codes)
         plan.record(self.kernel, p.path, None, numba.get_num_threads())
 
     def run_native(self, target, a_codes: np.ndarray, packed: PackedB, C3: np.ndarray, threads: int) -> None:

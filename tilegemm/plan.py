@@ -296,14 +296,18 @@ def threads_for(macs: int, requested: int | None) -> int | None:
     return None
 
 
-def make_plan(kernel: Kernel, threads: int | None, a_range: Range, b_range: Range, c_range: Range) -> Plan:
+def make_plan(
+    kernel: Kernel, threads: int | None, a_range: Range, b_range: Range, c_range: Range, codes: tuple[int, ...] = ()
+) -> Plan:
     """The plan for one call of ``kernel`` on operands with these exponent ranges (a blocked
-    kernel needs none: it applies the rule per block)."""
+    kernel needs none: it applies the rule per block), with the switches' ``codes`` (0: the
+    default reading; a family without :attr:`~tilegemm.kernels.families.Family.fast_switches`
+    runs any other on its exact entry)."""
     if kernel.blocked is not None:
         return Plan(kernel, FORCED_PATH or "blocks", threads)
     family = kernel.family
     unproven = "fallback" if family.fallback is not None else "exact"
-    if FORCED_PATH is not None and family.needs_proof:
+    if (FORCED_PATH is not None and family.needs_proof) or (not family.fast_switches and any(codes)):
         return Plan(kernel, unproven, threads)
     proven = not family.needs_proof or fast_path_ok(kernel.instruction, a_range, b_range, c_range, family.a_layout)
     return Plan(kernel, "fast" if proven else unproven, threads)

@@ -374,7 +374,9 @@ def _f32_range(codes: np.ndarray) -> tuple[int, int] | None:
     return lo, int(e[normal].max()) - 127
 
 
-def build_b(instr: Instruction, lay: Layout, daz: bool, el: np.ndarray, scales=None, options=None):
+def build_b(
+    instr: Instruction, lay: Layout, daz: bool, el: np.ndarray, scales=None, options=None, summary: bool = True
+):
     """B's packed codes ``(..., KB, NB, 16, 16, group)`` as an ACE family's kernel blocks
     ``(batch, NB, KB, 16, group, 16)`` and the proof's range (as :func:`build_a`). ``"mx64"``:
     ``[k][n]`` binary64 values times their block scales; ``"f32keep"``: ``[pair][element][n]``
@@ -384,7 +386,8 @@ def build_b(instr: Instruction, lay: Layout, daz: bool, el: np.ndarray, scales=N
     then a row of one bound per outer product (:func:`_b_step_bounds`); the range: (smallest scale
     exponent, largest unscaled exponent, smallest and largest scaled exponent).
     ``scales``: B's E8M0 codes ``(..., blocks, N)`` or None. ``daz`` changes nothing: these
-    instructions read their inputs without DAZ."""
+    instructions read their inputs without DAZ. ``summary`` is taken for the layout contract
+    and changes nothing: the range comes out of the scaling pass here."""
     fmt, block = instr.b, instr.scale_block or 32
     flat = el.reshape((-1,) + el.shape[-5:])
     nB, KB, NB, R, n, g = flat.shape

@@ -13,7 +13,6 @@ an entry point's name.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -21,6 +20,7 @@ from typing import Any, Callable
 
 from .instructions import INSTRUCTIONS, PROFILES, Instruction, resolve
 from .kernels import families as _families
+from .layouts import function_at
 from .model import parse_tiling
 
 __all__ = ["Family", "FAMILIES", "family_for", "Kernel", "TILINGS", "TILE_REGISTERS", "lookup", "table", "parse_tiling"]
@@ -61,8 +61,7 @@ class Family:
     def run_prepare(self, instr, A, B, C, ib, k) -> None:
         """Run the declaration's ``prepare``, if any (imported on first use)."""
         if self.decl.prepare is not None:
-            module, _, name = self.decl.prepare.partition(":")
-            getattr(importlib.import_module(module), name)(instr, A, B, C, ib, k)
+            function_at(self.decl.prepare)(instr, A, B, C, ib, k)
 
     def kernel_c(self, C):
         """C as the kernels see it (``c_view``)."""
@@ -76,7 +75,7 @@ class Family:
         name = {"fast": d.fast, "exact": d.exact, "tile": d.tile_entry}[which]
         if name is None:
             raise ValueError(f"family {d.name!r} has no tile entry")
-        return getattr(importlib.import_module(f"{_families.__package__}.{d.module}"), name)
+        return function_at(f"{_families.__package__}.{d.module}:{name}")
 
     def superblock_step(self, rows: int, cols: int, lanes: int = 1, codes: tuple = ()) -> Callable[..., Any]:
         """A compilable function running one K step of a rows x cols superblock through the fast

@@ -64,9 +64,11 @@ def _is_ml_dtype(dt: np.dtype) -> bool:
     return dt.type.__module__ == "ml_dtypes"
 
 
+@functools.lru_cache(maxsize=None)
 def _function(ref: str | Callable | None) -> Callable | None:
     """A function given by name in ``tilegemm.convert`` (imported now: it compiles with Numba, which
-    importing the records must not load), or as itself."""
+    importing the records must not load), or as itself; kept, as the tile unit asks once per
+    instruction."""
     if isinstance(ref, str):
         from . import convert
 

@@ -11,6 +11,7 @@ ACE, ``inspect`` and the planner look records up here; none of them compares lay
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import numpy as np
 #: import this module.
 Instruction = Any
 
-__all__ = ["Layout", "LAYOUTS", "get", "Range"]
+__all__ = ["Layout", "LAYOUTS", "get", "Range", "function_at"]
 
 #: Exponents a proof reads, None where an operand has no non-zero finite value: mostly
 #: (smallest, largest); ``summary="both"`` reads four.
@@ -48,7 +49,7 @@ class Layout:
     build_a, build_b:
         ``"module:function"`` of the builders: ``build_a(instr, layout, a, k_blocks, scales,
         options) -> (A, range)`` of A (nA, M, K) codes (or float32 values the builder rounds), and
-        ``build_b(instr, layout, daz, el, scales, options) -> (B, range)`` of B's packed codes
+        ``build_b(instr, layout, daz, el, scales, options, summary) -> (B, range)`` of B's packed codes
         ``(..., KB, NB, 16, 16, group)``.
     summary:
         What the proof reads of each operand: ``"exponents"`` (smallest, largest exponent of
@@ -77,22 +78,23 @@ class Layout:
     step_bounds: int = 0
     keyed_by: str | None = None
 
-    @property
+    @functools.cached_property
     def dtype(self) -> np.dtype | None:
         """The NumPy dtype of the values read, or None (codes)."""
         return None if self.values is None else np.dtype(self.values)
 
     def _fn(self, ref: str) -> Callable[..., Any]:
-        module, _, name = ref.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return function_at(ref)
 
     def pack_a(self, instr: Instruction, a, k_blocks: int, scales=None, options=None):
         """A (nA, M, K) as this layout's panels, and its range for the proof."""
         return self._fn(self.build_a)(instr, self, a, k_blocks, scales, options)
 
-    def pack_b(self, instr: Instruction, daz: bool, el, scales=None, options=None):
-        """B's packed codes as this layout's kernel blocks, and their range for the proof."""
-        return self._fn(self.build_b)(instr, self, daz, el, scales, options)
+    def pack_b(self, instr: Instruction, daz: bool, el, scales=None, options=None, summary: bool = True):
+        """B's packed codes as this layout's kernel blocks, and their range for the proof
+        (``summary=False``: None where the builder can skip it, as the tile unit does, which runs
+        the exact entry and reads no range)."""
+        return self._fn(self.build_b)(instr, self, daz, el, scales, options, summary)
 
     def key(self, options) -> str:
         """What a kernel B block of this layout depends on beyond the packed bytes and scales."""
@@ -103,6 +105,14 @@ class Layout:
     def proven(self, instr: Instruction, a_range: Range, b_range: Range, c_range: Range = None) -> bool:
         """The proof rule for operands with these ranges."""
         return bool(self._fn(self.proof)(instr, a_range, b_range, c_range))
+
+
+@functools.lru_cache(maxsize=None)
+def function_at(ref: str) -> Callable[..., Any]:
+    """The function a ``"module:function"`` reference names, imported on first use and kept: the
+    tile unit resolves its builders once per instruction it runs."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 _PLAN = "tilegemm.plan"

@@ -237,7 +237,9 @@ def exponent_range64(x: np.ndarray) -> tuple[int, int] | None:
     return int(e.min()), int(e.max())
 
 
-def build_b(instr: Instruction, lay: layouts.Layout, daz: bool, el: np.ndarray, scales=None, options=None):
+def build_b(
+    instr: Instruction, lay: layouts.Layout, daz: bool, el: np.ndarray, scales=None, options=None, summary: bool = True
+):
     """VNNI blocks of B's codes ``(..., KB, NB, 16, 16, group)`` as layout ``lay`` of the
     instruction layouts reads them, ``(batch, NB, KB, 16, ...)``, and the exponent range of their
     values (None for codes, and where there is no non-zero finite value).
@@ -245,7 +247,8 @@ def build_b(instr: Instruction, lay: layouts.Layout, daz: bool, el: np.ndarray, 
     With ``lay.planes`` each group is split into planes of 16 columns (``[pair][even/odd][n]``,
     that is ``[k][n]``; a complex element ``[k][re/im][n]``), so a vector of 16 columns loads in one
     go; the values are the codes themselves (``lay.values`` None), the 8-bit floats' exact values,
-    or the format's exact binary32 widening (denormals read as zero with ``daz``).
+    or the format's exact binary32 widening (denormals read as zero with ``daz``). ``summary``
+    False: the range is not computed (None).
     """
     fmt = instr.b
     if fmt.lanes > 1:
@@ -258,10 +261,12 @@ def build_b(instr: Instruction, lay: layouts.Layout, daz: bool, el: np.ndarray, 
         return np.ascontiguousarray(flat), None
     if fmt.minifloat is not None:  # the 8-bit floats' exact values
         vals = float8.decode_table(fmt, np.dtype(values).name)[np.ascontiguousarray(flat)]
+        if not summary:
+            return vals, None
         return vals, exponent_range64(vals) if values == np.float64 else exponent_range(vals)
     out = np.empty(flat.shape, np.float32)  # written once, in the final order
     fmt.widen_fn(daz)(flat, out=out.view(np.uint32))
-    return out, exponent_range(out)
+    return out, (exponent_range(out) if summary else None)
 
 
 def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA, scales=None) -> PackedB:
@@ -382,4 +387,4 @@ def tile_operands(
     k4, n, g = b_codes.shape
     el = np.zeros((1, 1, TILE_ROWS, TILE_N, g), instr.b.storage)
     el[0, 0, :k4, :n] = b_codes
-    return A, lay.pack_b(instr, instr.daz_inputs, el)[0]
+    return A, lay.pack_b(instr, instr.daz_inputs, el, summary=False)[0]

@@ -184,6 +184,23 @@ def test_no_module_but_the_records_switches_on_layout_names():
     assert offenders == {}
 
 
+def test_a_b_builder_skips_the_range_only_when_asked():
+    """The tile unit asks for blocks without the proof's range (it runs the exact entry); the
+    blocks are the same, and the range a plan reads is still returned by default."""
+    import numpy as np
+
+    from tilegemm import layouts
+    from tilegemm.instructions import resolve
+
+    _, _, instr = resolve("amx", "bf16")
+    lay = layouts.get("f32")
+    el = np.arange(16 * 16 * 2, dtype=np.uint16).reshape(1, 1, 16, 16, 2) | np.uint16(0x3F00)
+    full, rng = lay.pack_b(instr, instr.daz_inputs, el)
+    bare, none = lay.pack_b(instr, instr.daz_inputs, el, summary=False)
+    assert rng == (-1, 0) and none is None  # bf16 0x3F00 is 0.5, 0x3FFF just under 2
+    assert np.array_equal(full.view(np.uint32), bare.view(np.uint32))
+
+
 def test_the_records_import_no_numba():
     """The instruction, format, layout and family records load without Numba (a listing, the
     CLI's help, a docs build): no module they import at module level, transitively, imports numba

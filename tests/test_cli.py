@@ -100,6 +100,21 @@ def test_info_lists_the_records(capsys):
     assert f"{mx32c} " in out and "gemm_ace_mx32c_fast (where its proof fails: family ace_mx)" in out
     fp8c = dispatch.lookup("amx", "bf8", "2x2").name
     assert f"{fp8c} " in out and "gemm_fp8c_fast (where its proof fails: family fp8quads)" in out
+    # Each kernel once, though several profiles run it (VPDPBUSD: avx512_vnni and ace's int8).
+    kernels = out.split("\nkernels on this host")[1].split("\n\n")[0].splitlines()[1:]
+    names = [row.split()[0] for row in kernels]
+    assert dispatch.lookup("avx512_vnni", "u8s8", "2x2").name in names
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_ir_help_says_what_each_flag_adds(capsys):
+    with pytest.raises(SystemExit):
+        main(["ir", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "A vectorization report of a kernel's hot loop; its assembly with --asm, LLVM IR and assembly files with --out"
+        in out
+    )
 
 
 def test_bench_body_times_the_binary64_bodies():

@@ -404,23 +404,72 @@ def test_inputs_round_once_as_ml_dtypes(fmt):
     x = rng.standard_normal((9, 70)) * np.float64(2.0) ** rng.integers(-20, 20, (9, 70))
     x[0, :6] = [1e6, -1e6, 1 + 2.0**-3 + 2.0**-40, 465.0, np.nan, -np.inf]
     codes = x.astype(ML[dtype]).view(np.uint8)  # ml_dtypes: one rounding from float64
-    assert np.array_equal(fmt.to_codes(x, "a", dtype), codes)
+    assert np.array_equal(fmt.to_codes(x, "a", dtype, "nan"), codes)
     if fmt is BF8:  # overflow gives infinity; 1 + 2^-3 + 2^-40 rounds up to 1.25 (through float32: 1.0)
         assert codes[0, :3].tolist() == [0x7C, 0xFC, 0x3D]
     else:  # overflow gives NaN
         assert codes[0, 3] == 0x7F and codes[0, 0] == 0x7F
     y = np.eye(70)[:, :5]
     want = reference.matmul(codes, y, dtype)
-    assert_bits(tilegemm.matmul(x, y, dtype), want, "float64 in")
+    assert_bits(tilegemm.matmul(x, y, dtype, fp8_overflow="nan"), want, "float64 in")
     assert_bits(tilegemm.matmul(codes, y, dtype), want, "uint8 codes in")
     assert_bits(tilegemm.matmul(codes.view(ML[dtype]), y, dtype), want, "ml_dtypes in")
     assert_bits(
         tilegemm.matmul(x.astype(np.float32).astype(ML[dtype]), y, dtype),
-        reference.matmul(x.astype(np.float32), y, dtype),
+        reference.matmul(x.astype(np.float32), y, dtype, fp8_overflow="nan"),
         "float32",
     )
     # Integers other than uint8 are values, not codes.
     assert tilegemm.matmul(np.int16([[3]]), np.int16([[2]]), dtype)[0, 0] == 6
+
+
+@pytest.mark.parametrize(
+    "fmt, values, saturated, first_bad",
+    [
+        # E4M3: 448 is the largest finite value; 464 is the tie with the NaN code and rounds to
+        # even (448); anything above, and an infinity (E4M3 has none), overflows.
+        (HF8, [448.0, 463.9, 464.0, 464.1, 1e6, -1e6, np.inf, -np.inf], [0x7E] * 5 + [0xFE, 0x7E, 0xFE], 3),
+        # E5M2: 57344 is the largest finite value; 61440 is the tie with infinity and rounds to it
+        # (even); its own infinities are not overflows.
+        (BF8, [57344.0, 61439.0, 61440.0, 1e6, -1e6, np.inf, -np.inf], [0x7B] * 4 + [0xFB, 0x7C, 0xFC], 2),
+    ],
+    ids=["hf8", "bf8"],
+)
+def test_fp8_overflow_errors_saturates_or_keeps_nan(fmt, values, saturated, first_bad):
+    dtype = fmt.name
+    x = np.array([values, [1.0] * len(values)])
+    for arr in (x, x.astype(np.float32)):  # the float64 path and the compiled float32 rounding
+        assert fmt.to_codes(arr, "a", dtype, "saturate")[0].tolist() == saturated
+        assert np.array_equal(fmt.to_codes(arr, "a", dtype, "nan"), arr.astype(ML[dtype]).view(np.uint8))
+        with pytest.raises(
+            ValueError, match=rf"operand a has {float(arr[0, first_bad])!r} at index \(0, {first_bad}\)"
+        ):
+            fmt.to_codes(arr, "a", dtype)
+    nan = fmt.to_codes(np.array([np.nan, -np.nan]), "a", dtype, "saturate").view(ML[dtype]).astype(float)
+    assert np.isnan(nan).all()  # a NaN is no overflow: it stays NaN in every mode
+
+
+def test_fp8_overflow_through_matmul_and_pack():
+    """The default refuses a call whose operand would turn NaN; ``"saturate"`` gives the bits of
+    the operand clipped to the largest finite value; a bad mode or the other 8-bit format is
+    refused before anything runs."""
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0, 50, (20, 64)), rng.normal(0, 1, (64, 24))
+    a[0, 1] = 1000.0
+    with pytest.raises(ValueError, match=r"operand a has 1000\.0 at index \(0, 1\).*fp8_overflow='saturate'"):
+        tilegemm.matmul(a, b, "hf8")
+    clipped = np.clip(a, -448, 448)
+    assert_bits(tilegemm.matmul(a, b, "hf8", fp8_overflow="saturate"), tilegemm.matmul(clipped, b, "hf8"))
+    assert_bits(
+        tilegemm.matmul(b.T, tilegemm.pack(a.T, "hf8", fp8_overflow="saturate")), tilegemm.matmul(b.T, clipped.T, "hf8")
+    )
+    with pytest.raises(ValueError, match=r"operand b has 1000\.0"):
+        tilegemm.pack(a.T, "hf8")
+    assert np.isnan(tilegemm.matmul(a, b, "hf8", fp8_overflow="nan")[0]).all()
+    with pytest.raises(ValueError, match=r"fp8_overflow must be one of 'error', 'saturate', 'nan', got 'clip'"):
+        tilegemm.matmul(a, b, "bf16", fp8_overflow="clip")
+    with pytest.raises(TypeError, match=r"operand a has dtype float8_e5m2, but dtype 'hf8' reads a as float8_e4m3fn"):
+        tilegemm.matmul(np.ones((2, 4), ML["bf8"]), np.ones((4, 2)), "hf8")
 
 
 def test_input_errors():
@@ -514,8 +563,8 @@ def test_float32_rounding_matches_ml_dtypes_on_a_dense_sample():
         assert fmt.f32_round is f
         y = x[np.isfinite(x)].reshape(-1, 1)
         assert_bits(
-            tilegemm.matmul(y, np.ones((1, 1), np.float32), fmt.name),
-            tilegemm.matmul(y.astype(np.float64), np.ones((1, 1)), fmt.name),
+            tilegemm.matmul(y, np.ones((1, 1), np.float32), fmt.name, fp8_overflow="nan"),
+            tilegemm.matmul(y.astype(np.float64), np.ones((1, 1)), fmt.name, fp8_overflow="nan"),
             f"{fmt.name} float32 A through the compiled rounding",
         )
 

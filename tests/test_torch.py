@@ -263,3 +263,48 @@ def test_bench_rows_for_the_torch_mode():
     assert [r["what"] for r in rows] == ["linear", "bmm"] and len(lines) == 2
     assert rows[1]["shape"] == "8 x 8 x 32 x 8" and "K_blk=32" in rows[1]["plan"]
     assert all(r["emulate_over_bare"] > 0 and r["onednn_over_bare"] > 0 for r in rows)
+
+
+def test_tilegemm_torch_is_reachable_after_import_tilegemm_alone():
+    """``tilegemm.torch`` is an attribute of the package that imports torch only when asked for."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tilegemm\n"
+        "assert 'torch' not in sys.modules, 'import tilegemm imported torch'\n"
+        "print(tilegemm.torch.emulate.__name__, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["emulate", "True"]
+
+
+@pytest.mark.parametrize(
+    "dtype, tdtype",
+    [("bf16", "bfloat16"), ("fp16", "float16"), ("bf16", "float32"), ("s8s8", "int8"), ("u8u8", "uint8")],
+)
+def test_matmul_takes_torch_cpu_tensors(dtype, tdtype):
+    """A torch tensor gives the bits of the same values as a NumPy array: bf16 and fp16 tensors
+    are exact in float32, which the call rounds back to the same codes; integers are themselves.
+    Transposed (strided) and autograd tensors are read as they are; the result is NumPy's."""
+    g = torch.Generator().manual_seed(7)
+    t = getattr(torch, tdtype)
+    if t.is_floating_point:
+        a, b = torch.randn(9, 40, generator=g).to(t), torch.randn(7, 40, generator=g).to(t).t()
+        a.requires_grad_(True)
+        want = tilegemm.matmul(a.detach().float().numpy(), b.float().numpy(), dtype=dtype)
+    else:
+        lo, hi = (-128, 128) if tdtype == "int8" else (0, 256)
+        a = torch.randint(lo, hi, (9, 40), generator=g).to(t)
+        b = torch.randint(lo, hi, (7, 40), generator=g).to(t).t()
+        want = tilegemm.matmul(a.numpy().astype(np.int64), b.numpy().astype(np.int64), dtype=dtype)
+    got = tilegemm.matmul(a, b, dtype=dtype)
+    assert isinstance(got, np.ndarray) and got.shape == (9, 7)
+    assert_bits(got, want)
+    assert_bits(tilegemm.matmul(a, tilegemm.pack(b, dtype), dtype=dtype), want)
+
+
+def test_a_tensor_off_the_cpu_is_refused_by_name():
+    a = torch.empty(4, 4, device="meta")
+    with pytest.raises(ValueError, match=r"operand a is a torch tensor on meta.*a\.cpu\(\)"):
+        tilegemm.matmul(a, np.ones((4, 4), np.float32))

@@ -45,19 +45,23 @@ SUBMODULES = (
     "benchmark",
     "compare",
     "convert",
+    "dask",
     "dispatch",
     "explain",
     "formats",
     "inspect",
     "instructions",
+    "layouts",
     "model",
     "onednn",
     "native",
     "packing",
+    "perf",
     "plan",
     "profiles",
     "reference",
     "testing",
+    "torch",
 )
 
 

@@ -22,7 +22,8 @@ _VERBS = {
     "demo": "every AMX dtype on the seed's tilings: checked bit for bit against the reference, and timed",
     "bench": "the seed's benchmark sweep against numpy and torch, or --targets: the performance targets",
     "model": "bytes loaded per multiply-accumulate for the ACE excerpt's strategies and every tiling",
-    "ir": "LLVM IR, assembly and a vectorization report of a kernel's hot loop; real AMX code with --amx",
+    "ir": "a vectorization report of a kernel's hot loop; its assembly with --asm, LLVM IR and assembly "
+    "files with --out, real AMX code with --amx",
     "info": "the instruction and profile records, and the kernel bodies this host compiles",
     "selfcheck": "this CPU's own instructions against the emulation, bit for bit (AMX, AVX512_BF16)",
     "explain": "where and why two isa profiles give different bits: counts, the first step that parts, a reproducer",
@@ -232,11 +233,15 @@ def info(out=None) -> int:
     row = targets.plan()
     where = f"table row {row.name}" if row is not None else "no table row: the superblock loop"
     print(f"\nkernels on this host (LLVM CPU {cpu}, {where}; target class {cls})", file=out)
+    listed = set()  # a kernel several profiles run (VPDPBUSD: avx512_vnni and ace) is listed once
     for fam in dispatch.FAMILIES.values():
         for isa, profile in PROFILES.items():
             for dtype, instr in profile.dtypes.items():
                 if instr.kernel == fam.name and profile.library is None:
                     k = dispatch.lookup(isa, dtype, "2x2")
+                    if k.name in listed:
+                        continue
+                    listed.add(k.name)
                     b = k.body
                     kind = "blocked " + (k.blocked_name or "") if k.blocked_name else f"superblock {fam.fast}"
                     if fam.fallback is not None:

@@ -17,7 +17,7 @@ import numba
 import numpy as np
 
 from . import ace, dispatch, instructions, native, plan
-from .formats import daz
+from .formats import check_fp8_overflow, daz
 from .instructions import Instruction, Profile
 from .packing import PackedB, a_panels, exponent_range, int_absmax, pack_codes
 
@@ -137,6 +137,7 @@ def matmul(
     isa=None,
     backend="emulated",
     scales=None,
+    fp8_overflow="error",
     **switches,
 ):
     """Matrix product with the exact bits of an Intel AMX tile-multiply sequence.
@@ -147,10 +148,12 @@ def matmul(
         Left operand. Floats and integers for ``"bf16"``/``"fp16"`` (rounded once, RNE, to the
         format); ``ml_dtypes.bfloat16`` or ``numpy.float16`` arrays are taken as they are.
         Integers within the 8-bit range of the operand's signedness for the int8 dtypes. For the
-        8-bit float dtypes: ``ml_dtypes.float8_e5m2`` / ``float8_e4m3fn`` arrays as they are,
-        uint8 arrays as codes, other numbers rounded once as ml_dtypes rounds them. For
+        8-bit float dtypes: ``ml_dtypes.float8_e5m2`` / ``float8_e4m3fn`` arrays as they are (an
+        array of the other 8-bit format is refused), uint8 arrays as codes, other numbers rounded
+        once as ml_dtypes rounds them, with overflow as ``fp8_overflow`` says. For
         ``"cfp16"``: complex arrays (each part rounded as ``numpy.float16`` does), a
         ``(real, imag)`` tuple of real arrays, or uint32 codes (imaginary FP16 in the high half).
+        torch CPU tensors of these types are read in place (bf16 and FP8 tensors included).
     b : array_like (..., K, N) or (K,), or PackedB
         Right operand, or B already packed with :func:`tilegemm.pack`.
     dtype : str, optional
@@ -192,6 +195,12 @@ def matmul(
         A's shape with K replaced by ``ceil(K / 32)``, ``sb`` of B's; either may be None (1.0), and
         ``sb`` must be None when B is packed (the PackedB holds B's). A ``ValueError`` for any other
         dtype.
+    fp8_overflow : {"error", "saturate", "nan"}
+        For the 8-bit float dtypes, a value the rounding takes past the format's largest finite
+        value (E4M3 448, E5M2 57344): ``"error"`` (default) raises a ``ValueError`` naming it,
+        ``"saturate"`` clamps it to the largest finite value of its sign (OCP's saturating
+        conversion), ``"nan"`` keeps ml_dtypes' result (E4M3 NaN, E5M2 infinity). Other dtypes
+        ignore it.
     **switches
         Readings of points the instruction's sources leave open, by switch name
         (:attr:`tilegemm.instructions.Instruction.switches`); each defaults to its normative
@@ -214,6 +223,7 @@ def matmul(
     >>> tilegemm.matmul(np.int8([[1, -2]]), np.int8([[3], [4]]), dtype="int8")
     array([[-5]], dtype=int32)
     """
+    check_fp8_overflow(fp8_overflow)
     prof, name, instr = _resolve(dtype, isa, b)
     if prof.library is not None:  # a library's whole call, e.g. isa="onednn" (docs/onednn.md)
         library = prof.library_fn
@@ -249,10 +259,11 @@ def matmul(
 
     # -- operand conversion: float32 headed for a 16-bit float is rounded inside the compiled
     # A panel pass; everything else becomes codes here (rounded once, or range-checked).
-    fused = target is None and instr.a.f32_round is not None and a.dtype == np.float32
-    a_in = a if fused else instr.a.to_codes(a, "a", name)
+    # An 8-bit float's rounding is checked for overflow (fp8_overflow) here, not in the pass.
+    fused = target is None and instr.a.f32_round is not None and a.dtype == np.float32 and instr.a.minifloat is None
+    a_in = a if fused else instr.a.to_codes(a, "a", name, fp8_overflow)
     if packed is None:
-        b_codes = instr.b.to_codes(b_arr, "b", name).reshape(b2)
+        b_codes = instr.b.to_codes(b_arr, "b", name, fp8_overflow).reshape(b2)
     if out is not None:
         operands = [("a", a)] + ([("b", packed.data)] if packed is not None else [("b", b_arr)])
         _check_out(out, result_shape, name, instr, operands)

@@ -64,6 +64,47 @@ def _is_ml_dtype(dt: np.dtype) -> bool:
     return dt.type.__module__ == "ml_dtypes"
 
 
+#: What a value beyond an 8-bit float format's range becomes (``NumberFormat.fit_fp8``).
+FP8_OVERFLOW = ("error", "saturate", "nan")
+
+
+def check_fp8_overflow(value: object) -> None:
+    """``ValueError`` unless ``value`` is one of :data:`FP8_OVERFLOW`."""
+    if value not in FP8_OVERFLOW:
+        raise ValueError(f"fp8_overflow must be one of {', '.join(map(repr, FP8_OVERFLOW))}, got {value!r}")
+
+
+#: torch's 8-bit and 16-bit float dtypes that NumPy has no type for, by name, with the ml_dtypes
+#: type of the same encoding; the tensor is read as its bits and viewed as that type.
+_TORCH_AS_ML = {
+    "bfloat16": ("int16", "bfloat16"),
+    "float8_e4m3fn": ("uint8", "float8_e4m3fn"),
+    "float8_e5m2": ("uint8", "float8_e5m2"),
+}
+
+
+def host_array(x, operand: str) -> np.ndarray:
+    """A user's operand as a NumPy array: ``numpy.asarray``, and torch CPU tensors read in place
+    (bf16 and FP8 tensors as their ml_dtypes twins: ``Tensor.numpy()`` refuses them). Recognised
+    by type name, so torch is never imported here. ``ValueError`` for a tensor on another device.
+    """
+    if type(x).__module__.startswith("torch") and hasattr(x, "detach") and hasattr(x, "device"):
+        t = x.detach()
+        if t.device.type != "cpu":
+            raise ValueError(
+                f"operand {operand} is a torch tensor on {t.device}; tilegemm reads host memory: pass {operand}.cpu()"
+            )
+        t = t.resolve_conj().resolve_neg()
+        name = str(t.dtype).removeprefix("torch.")
+        if name in _TORCH_AS_ML:
+            bits, ml = _TORCH_AS_ML[name]
+            import torch  # the tensor's own module: already imported
+
+            return t.view(getattr(torch, bits)).numpy().view(_dtype("ml_dtypes", ml))  # same memory, strides
+        return t.numpy()
+    return np.asarray(x)
+
+
 @functools.lru_cache(maxsize=None)
 def _function(ref: str | Callable | None) -> Callable | None:
     """A function given by name in ``tilegemm.convert`` (imported now: it compiles with Numba, which
@@ -213,6 +254,14 @@ class NumberFormat:
         """``TypeError`` for arrays this format cannot take, naming the operand and dtype."""
         kind = x.dtype.kind
         if _is_ml_dtype(x.dtype):  # bfloat16, float8_*: floats, whatever NumPy's kind says
+            if self.minifloat is not None and x.dtype.itemsize == 1 and x.dtype != self.element:
+                # Another 8-bit format: converting it by value would read E5M2's 1024 as an E4M3
+                # NaN; it is a mix-up, as ACE's MX dtypes say (tilegemm.ace.check_operand).
+                raise TypeError(
+                    f"operand {operand} has dtype {x.dtype}, but dtype {dtype_name!r} reads {operand} as "
+                    f"{self.code}; pass {self.code} values (or uint8 codes), or choose the dtype whose "
+                    f"{operand} is {x.dtype}"
+                )
             if self.is_float:
                 return
             raise TypeError(
@@ -230,13 +279,16 @@ class NumberFormat:
             )
 
     def asarray(self, x, operand: str, dtype_name: str) -> np.ndarray:
-        """The user's operand as one array (``numpy.asarray``; a complex format also takes a
-        (real, imaginary) pair and returns its codes)."""
-        return np.asarray(x)
+        """The user's operand as one array (:func:`host_array`: a NumPy array, or a torch CPU
+        tensor read in place; a complex format also takes a (real, imaginary) pair and returns its
+        codes)."""
+        return host_array(x, operand)
 
-    def to_element(self, x, operand: str, dtype_name: str) -> np.ndarray:
+    def to_element(self, x, operand: str, dtype_name: str, fp8_overflow: str = "error") -> np.ndarray:
         """A user array as this format's elements: rounded once (RNE) from the array's own
-        precision, or range-checked. ``TypeError`` / ``ValueError`` name the offending operand."""
+        precision, or range-checked. ``TypeError`` / ``ValueError`` name the offending operand.
+        ``fp8_overflow``: what an 8-bit float format does with a value beyond its range
+        (:meth:`fit_fp8`)."""
         x = np.asarray(x)
         target = self.element
         if self.codes_from is not None and x.dtype == self.codes_from:
@@ -248,7 +300,10 @@ class NumberFormat:
             # One rounding from the array's own precision: ml_dtypes and numpy both round float64
             # straight to the target, never through float32 (docs/semantics.md, "Inputs").
             with np.errstate(over="ignore", invalid="ignore"):
-                return x.astype(target)
+                y = x.astype(target)
+            if self.minifloat is None:
+                return y
+            return self.fit_fp8(x, y.view(self.storage), operand, dtype_name, fp8_overflow).view(target)
         info = np.iinfo(target)
         if x.size:
             lo, hi = x.min(), x.max()
@@ -259,16 +314,63 @@ class NumberFormat:
                 )
         return x.astype(target)
 
-    def to_codes(self, x, operand: str, dtype_name: str) -> np.ndarray:
+    def to_codes(self, x, operand: str, dtype_name: str, fp8_overflow: str = "error") -> np.ndarray:
         """Like :meth:`to_element`, as codes (``storage``). float32 arrays are rounded by
         ``f32_round`` where the format has one (the RNE of ml_dtypes / numpy, tested on a dense
         sample)."""
         x = np.asarray(x)
         if self.f32_round is not None and x.dtype == np.float32:
-            return self.f32_round(x.view(np.uint32))
+            codes = self.f32_round(x.view(np.uint32))
+            if self.minifloat is None:
+                return codes
+            return self.fit_fp8(x, codes, operand, dtype_name, fp8_overflow)
         if self.codes_from is not None and x.dtype == self.codes_from:
             return x.view(self.storage)
-        return self.to_element(x, operand, dtype_name).view(self.storage)
+        return self.to_element(x, operand, dtype_name, fp8_overflow).view(self.storage)
+
+    def fit_fp8(self, x: np.ndarray, codes: np.ndarray, operand: str, dtype_name: str, overflow: str) -> np.ndarray:
+        """The codes of an 8-bit float format rounded from the values ``x``, with what overflowed
+        handled as ``overflow`` says (the values given to ``matmul``/``pack`` as
+        ``fp8_overflow``). A value overflows when it is finite, or an infinity in a format with
+        none (E4M3), and its code is an infinity or a NaN: E4M3 has no infinity, so past 464 it
+        rounds to NaN; E5M2 rounds from 61440 up to an infinity.
+
+        - ``"error"``: ``ValueError`` naming the first such value (the default: a silent NaN
+          in every output of its row or column is worse than a refusal).
+        - ``"saturate"``: the largest finite value of the value's sign (OCP's saturating
+          conversion; 448 for E4M3, 57344 for E5M2). E5M2's own infinities stay infinities.
+        - ``"nan"``: the code as rounded (ml_dtypes' conversion: E4M3 NaN, E5M2 infinity).
+
+        NaNs are NaNs in every mode. Arrays already in the format (or uint8 codes) never come here.
+        """
+        mf = self.minifloat
+        assert mf is not None
+        check_fp8_overflow(overflow)
+        if overflow == "nan" or codes.size == 0:
+            return codes
+        top = np.uint8(0x7C if mf.ieee_specials else 0x7F)  # the codes of the top exponent that are not finite
+        special = (codes & top) == top
+        if not special.any():
+            return codes
+        v = x if x.dtype.kind == "f" and not _is_ml_dtype(x.dtype) else x.astype(np.float32)
+        bad = special & (np.isfinite(v) if mf.ieee_specials else ~np.isnan(v))
+        if not bad.any():
+            return codes
+        largest = (1 << (mf.exponent_bits + mf.mantissa_bits)) - (5 if mf.ieee_specials else 2)  # 0x7B, 0x7E
+        if overflow == "error":
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            value = float(np.asarray(v)[where])
+            biggest = float(np.array([largest], np.uint8).view(self.element)[0])
+            raise ValueError(
+                f"operand {operand} has {value!r} at index {where}, beyond the range of {self.code} "
+                f"(largest finite {biggest:g}) that dtype {dtype_name!r} rounds it to: it would become "
+                f"{'an infinity' if mf.ieee_specials else 'NaN'}. Pass fp8_overflow='saturate' to clamp to "
+                f"+-{biggest:g} (OCP's saturating conversion) or fp8_overflow='nan' to keep "
+                f"ml_dtypes' conversion, or scale the operand first"
+            )
+        out = codes.copy()
+        out[bad] = np.where(np.signbit(v[bad]), np.uint8(0x80 | largest), np.uint8(largest))
+        return out
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """Codes back to values (float32 for floats, exact; the integers themselves)."""
@@ -352,7 +454,7 @@ class ComplexFormat(NumberFormat):
                 raise ValueError(
                     f"operand {operand}: a complex operand given as a tuple is (real, imag); got {len(x)} items"
                 )
-            re, im = np.asarray(x[0]), np.asarray(x[1])
+            re, im = host_array(x[0], operand), host_array(x[1], operand)
             if re.shape != im.shape:
                 raise ValueError(
                     f"operand {operand}: the real part has shape {re.shape} and the imaginary part {im.shape}; "
@@ -366,7 +468,7 @@ class ComplexFormat(NumberFormat):
             lo = self._part_codes(re, f"{operand} (real part)", dtype_name)
             hi = self._part_codes(im, f"{operand} (imaginary part)", dtype_name)
             return lo | (hi << 16)
-        return np.asarray(x)
+        return host_array(x, operand)
 
     def check_kind(self, x: np.ndarray, operand: str, dtype_name: str) -> None:
         if x.dtype.kind != "c":
@@ -375,14 +477,14 @@ class ComplexFormat(NumberFormat):
                 f"tuple of real arrays, or {self.codes_from} codes (imaginary part in the high half)"
             )
 
-    def to_codes(self, x, operand: str, dtype_name: str) -> np.ndarray:
+    def to_codes(self, x, operand: str, dtype_name: str, fp8_overflow: str = "error") -> np.ndarray:
         x = self.asarray(x, operand, dtype_name)
         if x.dtype == self.codes_from:
             return x
         self.check_kind(x, operand, dtype_name)
         return self.asarray((x.real, x.imag), operand, dtype_name)
 
-    def to_element(self, x, operand: str, dtype_name: str) -> np.ndarray:
+    def to_element(self, x, operand: str, dtype_name: str, fp8_overflow: str = "error") -> np.ndarray:
         return self.to_codes(x, operand, dtype_name).view(self.element)
 
     def decode(self, codes: np.ndarray) -> np.ndarray:

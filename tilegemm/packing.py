@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ace, convert, float8, layouts
-from .formats import FP16, NumberFormat
+from .formats import FP16, NumberFormat, check_fp8_overflow
 from .instructions import DEFAULT_ISA, Instruction, resolve
 
 __all__ = [
@@ -269,10 +269,11 @@ def build_b(
     return out, (exponent_range(out) if summary else None)
 
 
-def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA, scales=None) -> PackedB:
+def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA, scales=None, fp8_overflow: str = "error") -> PackedB:
     """Pack B (K x N, or a stack ``(..., K, N)``) into the VNNI tile-blocked layout.
 
-    Values are converted to ``dtype`` once, exactly as :func:`tilegemm.matmul` converts them.
+    Values are converted to ``dtype`` once, exactly as :func:`tilegemm.matmul` converts them
+    (``fp8_overflow`` as there).
     ``scales``: for the ACE MX dtypes, B's block scales (E8M0, ``(..., ceil(K / 32), N)``; None:
     1.0), kept with the packed B; ``ValueError`` for any other dtype.
 
@@ -285,6 +286,7 @@ def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA, scales=None) -> PackedB
     >>> p.unpack().astype(float).tolist()
     [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
     """
+    check_fp8_overflow(fp8_overflow)
     _, name, instr = resolve(isa, dtype)
     b = instr.b.asarray(b, "b", name)
     if b.ndim < 2:
@@ -298,7 +300,7 @@ def pack(b, dtype: str = "bf16", isa: str = DEFAULT_ISA, scales=None) -> PackedB
         )
     if scales is not None:
         sb = ace.check_scales(instr, name, (None, scales), (1, b.shape[-2]), b.shape)[1]
-    return pack_codes(instr.b.to_codes(b, "b", name), isa, name, sb)
+    return pack_codes(instr.b.to_codes(b, "b", name, fp8_overflow), isa, name, sb)
 
 
 def pack_codes(el: np.ndarray, isa: str, dtype: str, scales=None) -> PackedB:

@@ -36,7 +36,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
 
 from . import instructions
 from . import onednn as _onednn
-from .formats import bf16_dtype
+from .formats import host_array
 
 __all__ = ["emulate", "NotEmulated", "Call", "to_numpy", "from_numpy"]
 
@@ -73,8 +73,10 @@ class Call:
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A bf16 tensor as an ``ml_dtypes.bfloat16`` array (a view: same memory, same strides)."""
-    return t.detach().view(torch.int16).numpy().view(bf16_dtype())
+    """A CPU tensor as a NumPy array in place (same memory, same strides): a bf16 tensor as
+    ``ml_dtypes.bfloat16``, FP8 tensors as their ml_dtypes types (``tilegemm.formats.host_array``,
+    which ``tilegemm.matmul`` reads its operands with)."""
+    return host_array(t, "tensor")
 
 
 def from_numpy(bits: np.ndarray) -> torch.Tensor:

@@ -45,6 +45,7 @@ def matmul(
     isa: str = instructions.DEFAULT_ISA,
     scales=None,
     trace=None,
+    fp8_overflow: str = "error",
     **switches,
 ) -> np.ndarray:
     """The exact result of ``c + a @ b`` as the instruction sequence computes it.
@@ -64,6 +65,8 @@ def matmul(
         The ACE MX dtypes' block scales ``(sa, sb)``, as for :func:`tilegemm.matmul`.
     trace : tilegemm.reference.trace.Trace, optional
         Records output [0, 0]'s operations as they run.
+    fp8_overflow : str
+        As for :func:`tilegemm.matmul`: what an 8-bit float dtype does with a value past its range.
     **switches
         The instruction's open points (:attr:`tilegemm.instructions.Instruction.switches`), as
         for :func:`tilegemm.matmul`; defaults where not given.
@@ -84,8 +87,8 @@ def matmul(
     options: dict[str, Any] = instr.options(switches, name)
     check_operand(instr, a, "a", name)
     check_operand(instr, b, "b", name)
-    A = instr.a.to_codes(a, "a", name)
-    B = instr.b.to_codes(b, "b", name)
+    A = instr.a.to_codes(a, "a", name, fp8_overflow)
+    B = instr.b.to_codes(b, "b", name, fp8_overflow)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
         raise ValueError(f"reference.matmul takes 2-D operands with matching K, got {A.shape} and {B.shape}")
     M, K = A.shape

@@ -43,7 +43,10 @@ def test_examples_run(page, monkeypatch, capsys):
 
 def test_a_stale_sample_output_fails():
     """The sample check itself: a page whose output block says something else is caught."""
-    page = "```python\nprint('max 129 ulp, 1 of opposite sign')\n```\n\nIt prints:\n\n```output numbers-vary\nmax 28768 ulp\n```\n"
+    page = (
+        "```python\nprint('max 129 ulp, 1 of opposite sign')\n```\n\n"
+        "It prints:\n\n```output numbers-vary\nmax 28768 ulp\n```\n"
+    )
     ((_, vary, sample),) = _EXAMPLE.findall(page)
     assert vary and sample == "max 28768 ulp\n"
     assert _shape("max 129 ulp, 1 of opposite sign") != _shape(sample.strip())

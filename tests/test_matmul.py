@@ -224,9 +224,11 @@ def test_auto_and_infeasible_tilings():
     assert all(int(t[0]) * int(t[2]) + 2 <= 8 for t in tilegemm.TILINGS)
 
 
-def test_bench_sweep_covers_complex_and_fp8():
+def test_bench_sweep_covers_complex_and_fp8(monkeypatch):
     """The sweep's rows for the new dtypes: exact, measured against their numpy yardstick."""
     from tilegemm import benchmark
+
+    monkeypatch.setattr(benchmark, "NOISY_SPREAD", float("inf"))  # this test is not about the noise
 
     names = {(c.group, c.name) for c in benchmark.contenders(("2x2",), ("cfp16", "hf8"))}
     # TDPHF8PS has a native program (it runs where the CPU has AMX-FP8); complex FP16 pairs do not.
@@ -244,3 +246,51 @@ def test_bench_sweep_covers_complex_and_fp8():
     assert by[("CFP16", "numpy complex64")].efficiency == 1.0 and by[("CFP16", "tilegemm 2x2")].efficiency > 0
     assert by[("HF8", "numpy float32")].max_ulp is not None
     assert by[("HF8", "tilegemm ace mxfp8_e4m3")].efficiency > 0
+
+
+def test_bench_marks_a_group_noisy_when_its_baseline_is_unsteady(monkeypatch):
+    """The yardstick is timed twice; when the second timing is 1.5x the first, or the machine's
+    FMA peak says the yardstick crawled, the group's rows say ``noisy`` and carry no ratio."""
+    from tilegemm import benchmark, perf
+
+    calls = {"numpy": 0}
+
+    def timed(run, reps, warmup=5):
+        cells = [c.cell_contents for c in run.__closure__ or ()]
+        yard = any(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in cells)
+        if run.__qualname__.startswith("_numpy_as") and yard:  # numpy float32, the yardstick
+            calls["numpy"] += 1
+            return 1e-3 * (1.5 if calls["numpy"] % 2 == 0 else 1.0)  # every second timing slower
+        return 1e-3
+
+    monkeypatch.setattr(benchmark, "median_time", timed)
+    monkeypatch.setattr(perf, "fma_peak_gflops", lambda: None)
+    rows = benchmark.sweep((32,), ("BF16",), threads=1, budget=5.0, tilings=("2x2",))
+    live = [r for r in rows if not r.skipped]
+    assert live and all(r.noisy and r.efficiency is None for r in live), [(r.contender, r.noisy) for r in live]
+    assert "differ by 50% (over 20%)" in live[0].noisy
+    table = benchmark.format_table(rows)
+    row = next(ln for ln in table.splitlines() if "tilegemm 2x2" in ln)
+    assert row.split()[5] == "noisy" and "noisy: the yardstick's timings differ by 50%" in row
+
+    # Steady timings: ratios; a yardstick below half the FMA peak at n >= 256: noisy again.
+    assert benchmark.baseline_noise([100.0, 110.0], None) is None
+    assert benchmark.baseline_noise([100.0, 125.0], None).startswith("the yardstick's timings differ by 25%")
+    assert benchmark.baseline_noise([2.1, 2.1], 58.7) == (
+        "the yardstick ran at 2.1 GFLOP/s, below half of one core's FMA peak (58.7)"
+    )
+    monkeypatch.setattr(benchmark, "median_time", lambda run, reps, warmup=5: 1e-3)
+    steady = benchmark.sweep((32,), ("BF16",), threads=1, budget=5.0, tilings=("2x2",))
+    assert all(r.noisy is None and r.efficiency == 1.0 for r in steady if not r.skipped)
+
+
+def test_bench_writes_outside_the_working_tree_by_default(monkeypatch, tmp_path):
+    from tilegemm import benchmark
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    assert benchmark.default_out() == str(tmp_path / "cache" / "tilegemm" / "bench-results")
+    rows = [benchmark.Measurement("BF16", "numpy float32", 32, 1, gflops=1.0, efficiency=1.0, differs=0.0)]
+    paths = benchmark.write_outputs(rows, benchmark.machine_info(1), benchmark.default_out())
+    assert paths and all(p.startswith(str(tmp_path / "cache")) for p in paths)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["cache"]

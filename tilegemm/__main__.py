@@ -318,7 +318,12 @@ def _parser() -> _Parser:
         help=f"threads for every contender alike, 1 to {_threads_limit()} (default: all)",
     )
     b.add_argument("--budget", type=_positive_float, default=30.0, help="seconds per contender and size (default 30)")
-    b.add_argument("--out", default="bench-results", help="folder for bench.json, bench.csv, bench.png")
+    b.add_argument(
+        "--out",
+        default=None,
+        help="folder for bench.json, bench.csv, bench.png (targets.json with --targets); default: "
+        "bench-results in tilegemm's user cache folder (~/.cache/tilegemm on Linux), never the working tree",
+    )
     b.add_argument(
         "--tilings", nargs="+", default=["1x1", "2x2"], choices=list(TILINGS), help="tilegemm tilings (default 1x1 2x2)"
     )

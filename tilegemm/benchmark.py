@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -278,6 +278,8 @@ class Measurement:
     max_ulp: float | None = None  # against a float64 product
     skipped: str | None = None
     ran: str = ""  # tilegemm rows: the kernel (body, table row) and the paths its blocks took
+    baseline_gflops: list[float] = field(default_factory=list)  # the yardstick row: each time it was measured
+    noisy: str | None = None  # why this row's ratio is not a result (its group's yardstick was unsteady)
 
 
 def median_time(run, reps, warmup=5):
@@ -302,7 +304,18 @@ def sweep(
     native_only=False,
 ) -> list[Measurement]:
     """The seed's sweep. A contender projected (from its previous size, n^3 scaling) to exceed
-    ``budget`` seconds at a size is skipped there and at every larger size."""
+    ``budget`` seconds at a size is skipped there and at every larger size.
+
+    Every ratio is against the group's numpy yardstick, so the yardstick is timed twice, in its
+    place and again after every other contender of its group. Where those two differ by more than
+    :data:`NOISY_SPREAD`, or (from n = :data:`FLOOR_FROM`) the yardstick ran below half of one
+    core's binary32 FMA peak (a BLAS never runs that slowly there unless the machine is busy),
+    every row of the group is marked
+    ``noisy`` and gets no ratio: a collapsed baseline would otherwise make any contender look fast.
+    """
+    from .perf import fma_peak_gflops
+
+    peak = fma_peak_gflops()
     rows: list[Measurement] = []
     todo = [c for c in contenders(tilings, tuple(group_dtype(g) for g in groups), native_only)]
     last_time: dict[str, tuple[int, float]] = {}
@@ -321,6 +334,7 @@ def sweep(
                 wide = np.result_type(a.dtype, np.float64)  # float64, or complex128
                 exact64 = a.astype(wide) @ b.astype(wide)
                 group_rows = []
+                runs: dict[str, tuple[Callable, int, int]] = {}
                 for c in todo:
                     if c.group != g:
                         continue
@@ -354,6 +368,7 @@ def sweep(
                     else:
                         warm = 5
                     sec = median_time(run, reps, warm)
+                    runs[c.name] = (run, reps, warm)
                     last_time[c.name] = (n, sec)
                     row.seconds, row.reps, row.gflops = sec, reps, flops(_instruction(g), n) / sec / 1e9
                     cmp = result.astype(exact.dtype) if result.dtype != exact.dtype else result
@@ -365,11 +380,39 @@ def sweep(
                     )
                 yard = f"numpy {yardstick(_instruction(g)).name}"
                 base = next((r for r in group_rows if r.contender == yard and r.gflops), None)
-                for r in group_rows:
-                    if base is not None and base.gflops and r.gflops:
-                        r.efficiency = r.gflops / base.gflops
+                if base is not None and base.gflops:
+                    run, reps, warm = runs[yard]
+                    again = flops(_instruction(g), n) / median_time(run, reps, warm) / 1e9
+                    base.baseline_gflops = [base.gflops, again]
+                    floor = peak / 2 if peak and n >= FLOOR_FROM else None
+                    why = baseline_noise(base.baseline_gflops, floor)
+                    for r in group_rows:
+                        if why is not None:
+                            r.noisy = why
+                        elif r.gflops:
+                            r.efficiency = r.gflops / base.gflops
                 rows.extend(group_rows)
     return rows
+
+
+#: The most two timings of the yardstick may differ, as a share of the smaller, before the
+#: ratios of its group are called noisy.
+NOISY_SPREAD = 0.20
+#: The smallest n at which the yardstick is held to half of one core's FMA peak: below it a BLAS
+#: spends much of a call outside its inner loop, and is slow without any noise.
+FLOOR_FROM = 256
+
+
+def baseline_noise(gflops: list[float], floor: float | None) -> str | None:
+    """Why a yardstick measured at ``gflops`` (each of its timings) is no baseline, or None: its
+    timings differ by more than :data:`NOISY_SPREAD`, or it ran below ``floor`` (half of one
+    core's FMA peak; None where the peak is unknown)."""
+    lo, hi = min(gflops), max(gflops)
+    if hi > lo * (1 + NOISY_SPREAD):
+        return f"the yardstick's timings differ by {hi / lo - 1:.0%} (over {NOISY_SPREAD:.0%}): the machine is busy"
+    if floor is not None and lo < floor:
+        return f"the yardstick ran at {lo:.1f} GFLOP/s, below half of one core's FMA peak ({floor:.1f})"
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -423,7 +466,9 @@ def format_table(rows: list[Measurement]) -> str:
             continue
         ulp = f"{r.max_ulp:9.3g}" if r.max_ulp is not None else ""
         ran = f"  {r.ran}" if r.ran else ""
-        speed = f"{r.gflops:9.2f} {r.efficiency or 0:7.2f}"
+        if r.noisy:
+            ran = f"  noisy: {r.noisy}{ran}"
+        speed = f"{r.gflops:9.2f} {'noisy' if r.noisy else format(r.efficiency or 0, '.2f'):>7}"
         lines.append(f"{r.group:6} {r.contender:{w}} {r.n:5d} {speed} {r.differs:11.1%} {ulp}{ran}")
     return "\n".join(lines)
 
@@ -768,9 +813,8 @@ def native_main(args, out=print) -> int:
             out(f"{r.group} {r.contender} n={r.n}: skipped: {r.skipped}")
         elif r.differs:
             out(f"{r.group} {r.contender} n={r.n}: {r.differs:.2%} of outputs differ from the emulation")
-    if args.out:
-        for p in write_outputs(rows, info, args.out):
-            out(f"wrote {p}")
+    for p in write_outputs(rows, info, args.out if args.out else default_out()):
+        out(f"wrote {p}")
     return 0
 
 
@@ -787,12 +831,14 @@ def main(args) -> int:
         return 0
     if getattr(args, "native", False):
         return native_main(args)
+    out_dir = args.out if args.out else default_out()
     if args.targets:
         results = targets(tuple(args.sizes) if args.sizes_given else (1024, 2048))
-        if args.out:
-            os.makedirs(args.out, exist_ok=True)
-            with open(os.path.join(args.out, "targets.json"), "w") as f:
-                json.dump({"machine": machine_info(1), "targets": [asdict(t) for t in results]}, f, indent=1)
+        os.makedirs(out_dir, exist_ok=True)
+        path = os.path.join(out_dir, "targets.json")
+        with open(path, "w") as f:
+            json.dump({"machine": machine_info(1), "targets": [asdict(t) for t in results]}, f, indent=1)
+        print(f"wrote {path}")
         return 0
     groups = tuple(g.upper() for g in args.dtypes)
     from rich.console import Console
@@ -819,10 +865,18 @@ def main(args) -> int:
     print(f"# host: {host_line(args.threads)}")
     print(f"# {info['threads']} thread(s), " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
     print(format_table(rows))
-    if args.out:
-        for p in write_outputs(rows, info, args.out):
-            print(f"wrote {p}")
+    for p in write_outputs(rows, info, out_dir):
+        print(f"wrote {p}")
     return 0
+
+
+def default_out() -> str:
+    """Where ``bench`` writes without ``--out``: ``bench-results`` in tilegemm's per-user cache
+    folder (``~/.cache/tilegemm`` on Linux), so that a run never writes into the folder it was
+    started from."""
+    from .kernels._cache import cache_root
+
+    return os.path.join(cache_root(), "bench-results")
 
 
 # --------------------------------------------------------------------------------------------

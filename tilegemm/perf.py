@@ -43,6 +43,7 @@ __all__ = [
     "body_report",
     "clock_ghz",
     "peak_memory",
+    "fma_peak_gflops",
     "host_line",
     "median_ratio",
 ]
@@ -133,6 +134,17 @@ def clock_ghz(repeats: int = 5) -> float | None:
         chain(n)
         best = min(best, time.perf_counter() - t0)
     return 100 * n / best / 1e9
+
+
+def fma_peak_gflops() -> float | None:
+    """One core's binary32 FMA peak in GFLOP/s: the target table row's FMA instructions per cycle
+    x lanes x 2 x the measured clock. None where either is unknown (no table row, or a CPU whose
+    clock is not measured)."""
+    from .kernels import targets
+
+    entry = targets.plan()
+    ghz = clock_ghz(3) if entry is not None else None
+    return entry.fma_units * entry.fma_width * 2 * ghz if entry is not None and ghz else None
 
 
 def _clock_chain():

@@ -53,11 +53,11 @@ def test_tflops_table():
     assert lines[3].split() == ["BF16", "native", "2x2", "-", "-"]
 
 
-def test_bench_native_measures_or_says_what_is_missing():
+def test_bench_native_measures_or_says_what_is_missing(tmp_path):
     args = argparse.Namespace(
         dtypes=["bf16", "int8", "fp16"], sizes=[32], sizes_given=True, threads=1, budget=5.0, tilings=["1x1", "2x2"]
     )
-    args.out = None
+    args.out = str(tmp_path)
     lines: list[str] = []
     rc = tb.native_main(args, out=lines.append)
     runnable = [g for g in ("BF16", "INT8", "FP16") if native.usable(tb._instruction(g))]

@@ -25,7 +25,8 @@ _VERBS = {
     "ir": "a vectorization report of a kernel's hot loop; its assembly with --asm, LLVM IR and assembly "
     "files with --out, real AMX code with --amx",
     "info": "the instruction and profile records, and the kernel bodies this host compiles",
-    "selfcheck": "this CPU's own instructions against the emulation, bit for bit (AMX, AVX512_BF16)",
+    "selfcheck": "this CPU's own instructions against the emulation, bit for bit (AMX, VDPBF16PS, VPDPBUSD(S), "
+    "VPMADDUBSW, VFMADD231PS)",
     "explain": "where and why two isa profiles give different bits: counts, the first step that parts, a reproducer",
 }
 

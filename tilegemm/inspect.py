@@ -390,8 +390,8 @@ def native_ir(dtype="bf16", tiling="2x2", isa="amx") -> str:
     if kind is None:
         raise ValueError(f"{instr.mnemonic} has no native program")
     name = f"tilegemm_{instr.mnemonic.lower()}_{kern.tiling}"
-    if kind == "vdp":
-        return vdp.vdp_ir(name)
+    if kind == "dot":
+        return vdp.dot_ir(name, vdp.kind(instr))  # type: ignore[arg-type]
     return program.gemm_ir(instr, program.plan(kern.rows, kern.cols), name)
 
 

@@ -15,6 +15,7 @@ def test_native_rows_beside_the_emulation():
     for g in ("BF16", "INT8"):
         assert names.index((g, "tilegemm 2x2")) < names.index((g, "native 1x1")) < names.index((g, "native 2x2"))
     assert ("BF16", "native avx512") in names and ("INT8", "native avx512") not in names
+    assert ("INT8", "native avx512_vnni") in names and ("INT8", "native avx2") in names
     for c in cs:
         if c.native is not None:
             why = tb.unavailable(c)
@@ -22,7 +23,7 @@ def test_native_rows_beside_the_emulation():
             if why and native.lacks(c.native):
                 assert why == f"native {c.native.mnemonic} cannot run here: lacks {', '.join(native.lacks(c.native))}"
     only = tb.contenders(("1x1", "2x2"), ("bf16",), native_only=True)
-    assert [c.name for c in only] == ["native 1x1", "native 2x2", "native avx512"]
+    assert [c.name for c in only] == ["native 1x1", "native 2x2", "native avx512", "native fp32_fma"]
 
 
 def test_sweep_measures_or_skips_native_rows():

@@ -1,7 +1,8 @@
 """Native execution: the emulated instructions run on this CPU's own silicon, where it has them.
 
 - ``tilegemm.matmul(..., backend="native")`` runs the instruction's native program (the seed's
-  tile loops for the AMX instructions, a VDPBF16PS loop for ``isa="avx512"``), JIT-compiled by
+  tile loops for the AMX instructions; for the other CPUs' paths one instruction per K group:
+  VDPBF16PS, VPDPBUSD(S), VPMADDUBSW, VFMADD231PS, ``tilegemm.native.vdp``), JIT-compiled by
   LLVM through llvmlite for this host, on the same packed operands, K steps and tail rule as the
   emulation; ``backend="auto"`` does so where this host can and emulates otherwise.
 - ``tilegemm.amx.TileUnit(native=True)``: the tile API's programs on the real tile registers.

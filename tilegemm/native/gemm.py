@@ -64,11 +64,12 @@ HOST = Target("host", lambda n: n, "", True)
 
 def generator(instr: Instruction) -> str | None:
     """Which native program runs ``instr``: ``"tiles"`` (any tile instruction, from its
-    ``llvm`` field), ``"vdp"`` (VDPBF16PS), or None (no native program)."""
+    ``llvm`` field), ``"dot"`` (one instruction per K group on 16 columns: VDPBF16PS, VPDPBUSD(S),
+    VPMADDUBSW, VFMADD231PS; ``vdp.kind``), or None (no native program)."""
     if instr.tile_method is not None and instr.llvm is not None:
         return "tiles"
-    if instr.llvm == vdp.INTRINSIC:
-        return "vdp"
+    if vdp.kind(instr) is not None:
+        return "dot"
     return None
 
 
@@ -81,8 +82,8 @@ def kernel(target: Target, instr: Instruction, rows: int, cols: int) -> Callable
     kind = generator(instr)
     if kind == "tiles":
         text = program.gemm_ir(instr, program.plan(rows, cols), name, target.lower)
-    elif kind == "vdp":
-        text = vdp.vdp_ir(name)
+    elif kind == "dot":
+        text = vdp.dot_ir(name, vdp.kind(instr))  # type: ignore[arg-type]
     else:
         raise ValueError(f"{instr.mnemonic} has no native program")
     return _FN(jit.compile_host(text, (name,), target.features)[name])
@@ -173,7 +174,7 @@ def tile_jobs(instr, prog, nC, M, N, K, ia, ib, lda, kb, nb):
 
 
 def dot_jobs(nC, M, N, ia, ib, lda, kb, nb):
-    """The VDPBF16PS job table ``(n, 5)`` int64 (``vdp.JOB_FIELDS``): one per 16 x 16 C block."""
+    """The dot programs' job table ``(n, 5)`` int64 (``vdp.JOB_FIELDS``): one per 16 x 16 C block."""
     ci, m0, n0 = _superblocks(nC, M, N, 1, 1)
     jobs = np.empty((len(ci), len(vdp.JOB_FIELDS)), np.int64)
     jobs[:, 0] = (ia[ci] * M + m0) * lda
@@ -267,6 +268,8 @@ def run(
         buffers = {"A": A, "B": B, "C": C3, "configurations": cfgs}
         permission = target.permission
     else:
+        if instr.a.storage.kind == "i":  # signed activations: the +128 shift around the instruction
+            A = _shift_signed(A, packed, C3, ib)
         jobs = dot_jobs(nC, M, N, ia, ib, lda, kb, nb)
         fields = dict(
             A=A.ctypes.data,
@@ -275,11 +278,25 @@ def run(
             bstep=bstep,
             C=C3.ctypes.data,
             ldc=N * 4,
-            npairs=-(-K // 2),
+            ngroups=-(-K // instr.group),
             jobs=jobs.ctypes.data,
+            odd=K % instr.group != 0,
         )
         args = np.array([fields[f] for f in vdp.ARGS], np.int64)
         buffers = {"A": A, "B": B, "C": C3}
         permission = False
     with target.session(buffers):
         _launch(fn, args, len(jobs), threads, permission)
+
+
+def _shift_signed(A: np.ndarray, packed, C3: np.ndarray, ib: np.ndarray) -> np.ndarray:
+    """The ``.S8`` forms (oneDNN's s8s8): A's signed bytes as ``a + 128`` unsigned (``a XOR
+    0x80``), and C started from ``wrap32(C - 128 * column sums of B)``, as the emulation does
+    (``tilegemm.reference.isa``); the instruction then runs on u8 x s8 as it is defined."""
+    el = packed.elements().astype(np.int64)  # (..., KB, NB, 16, 16, 4); padding is zero
+    sums = el.sum(axis=(-5, -3, -1))  # (..., NB, 16)
+    N = C3.shape[2]
+    cols = sums.reshape(-1, sums.shape[-2] * sums.shape[-1])[:, :N]
+    comp = -128 * cols[ib]  # (nC, N)
+    C3[...] = ((C3.astype(np.int64) + comp[:, None, :] + 2**31) % 2**32 - 2**31).astype(np.int32)
+    return A.view(np.uint8) ^ np.uint8(0x80)

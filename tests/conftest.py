@@ -159,6 +159,7 @@ def f16acc_family(request, monkeypatch):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): tests that run on one pytest-xdist worker")
+    config.addinivalue_line("markers", "quick: the quick subset, every kernel family once (pytest -m quick)")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -46,7 +46,25 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("isa,dtype,tiling,path,family", CASES)
+def _with_quick_marks(cases):
+    """The cases, each family's first fast 2x2 case marked ``quick``: ``pytest -m quick`` runs
+    every kernel family through the tester once (README, "Set-up")."""
+    seen: set[str] = set()
+    out = []
+    for case in cases:
+        family, tiling, path = case[4], case[2], case[3]
+        if family not in seen and tiling == "2x2" and path == "fast":
+            seen.add(family)
+            out.append(pytest.param(*case, marks=pytest.mark.quick))
+        else:
+            out.append(case)
+    return out
+
+
+QUICK_FAMILIES = {c[4] for c in CASES if c[2] == "2x2" and c[3] == "fast"}
+
+
+@pytest.mark.parametrize("isa,dtype,tiling,path,family", _with_quick_marks(CASES))
 def test_kernel(isa, dtype, tiling, path, family, monkeypatch):
     use_family(monkeypatch, dispatch.lookup(isa, dtype, tiling).instruction.kernel, family)
     if path != "fast":

@@ -66,3 +66,14 @@ def test_report_of_a_target_without_a_row():
     assert "class generic," in lines[0]
     assert any("no table row fits this target: the portable superblock loop runs" in x for x in lines)
     _assert_rows(lines, None)
+
+
+def test_the_quick_subset_runs_every_kernel_family_once():
+    """``pytest -m quick`` (README): one fast 2x2 case of the kernel tester per family, and every
+    family of the full tester among them."""
+    import test_kernels
+
+    quick = [p for p in test_kernels._with_quick_marks(test_kernels.CASES) if hasattr(p, "marks")]
+    families = [p.values[4] for p in quick]
+    assert sorted(families) == sorted(set(families)) == sorted({c[4] for c in test_kernels.CASES})
+    assert all(p.values[2:4] == ("2x2", "fast") and p.marks[0].name == "quick" for p in quick)

@@ -45,15 +45,17 @@ _SIXTEENS = "<" + ", ".join(["i32 16"] * 16) + ">"  # explicit vectors: older LL
 _ONES16 = "<" + ", ".join(["i16 1"] * 16) + ">"
 
 
-def _widen(L, out: str, x: str, fmt: str) -> None:
-    """``<16 x i16>`` codes ``x`` to their exact binary32 values ``out``."""
-    if fmt == "bf16":
-        L(f"  {out}.z = zext <16 x i16> {x} to {_I32}")
-        L(f"  {out}.s = shl {_I32} {out}.z, {_SIXTEENS}")
-        L(f"  {out} = bitcast {_I32} {out}.s to {_F32}")
-    else:
-        L(f"  {out}.h = bitcast <16 x i16> {x} to <16 x half>")
-        L(f"  {out} = fpext <16 x half> {out}.h to {_F32}")
+def _widen_bf16(L, out: str, x: str) -> None:
+    """``<16 x i16>`` BF16 codes ``x`` to their exact binary32 values ``out`` (the top half)."""
+    L(f"  {out}.z = zext <16 x i16> {x} to {_I32}")
+    L(f"  {out}.s = shl {_I32} {out}.z, {_SIXTEENS}")
+    L(f"  {out} = bitcast {_I32} {out}.s to {_F32}")
+
+
+def _widen_fp16(L, out: str, x: str) -> None:
+    """``<16 x i16>`` FP16 codes ``x`` to their exact binary32 values ``out`` (VCVTPH2PS)."""
+    L(f"  {out}.h = bitcast <16 x i16> {x} to <16 x half>")
+    L(f"  {out} = fpext <16 x half> {out}.h to {_F32}")
 
 
 def _b_dpbf16ps(L, t):
@@ -88,26 +90,26 @@ def _row_pmaddubsw(L, t, i):
     L(f"  %{t}.next{i} = add {_I32} %{t}.acc{i}, %{t}.d{i}")
 
 
-def _b_fma(fmt):
+def _b_fma(widen):
     def b(L, t):
         L(f"  %{t}.bh = bitcast {_I32} %{t}.b to <32 x i16>")
         L(f"  %{t}.bev = shufflevector <32 x i16> %{t}.bh, <32 x i16> poison, <16 x i32> <{_EVEN}>")
         L(f"  %{t}.bod = shufflevector <32 x i16> %{t}.bh, <32 x i16> poison, <16 x i32> <{_ODD}>")
-        _widen(L, f"%{t}.bwe", f"%{t}.bev", fmt)
-        _widen(L, f"%{t}.bwo", f"%{t}.bod", fmt)
+        widen(L, f"%{t}.bwe", f"%{t}.bev")
+        widen(L, f"%{t}.bwo", f"%{t}.bod")
         L(f"  %{t}.lastp = icmp eq i64 %{t}.p, %lastg")
         L(f"  %{t}.skip = and i1 %{t}.lastp, %odd.k")
 
     return b
 
 
-def _row_fma(fmt):
+def _row_fma(widen):
     def row(L, t, i):
         L(f"  %{t}.aev{i} = trunc {_I32} %{t}.as{i} to <16 x i16>")
         L(f"  %{t}.ash{i} = lshr {_I32} %{t}.as{i}, {_SIXTEENS}")
         L(f"  %{t}.aod{i} = trunc {_I32} %{t}.ash{i} to <16 x i16>")
-        _widen(L, f"%{t}.ae{i}", f"%{t}.aev{i}", fmt)
-        _widen(L, f"%{t}.ao{i}", f"%{t}.aod{i}", fmt)
+        widen(L, f"%{t}.ae{i}", f"%{t}.aev{i}")
+        widen(L, f"%{t}.ao{i}", f"%{t}.aod{i}")
         L(f"  %{t}.e{i} = call {_F32} @llvm.fma.v16f32({_F32} %{t}.ae{i}, {_F32} %{t}.bwe, {_F32} %{t}.acc{i})")
         L(f"  %{t}.o{i} = call {_F32} @llvm.fma.v16f32({_F32} %{t}.ao{i}, {_F32} %{t}.bwo, {_F32} %{t}.e{i})")
         L(f"  %{t}.next{i} = select i1 %{t}.skip, {_F32} %{t}.e{i}, {_F32} %{t}.o{i}")
@@ -137,8 +139,8 @@ STEPS = {
         _b_pmaddubsw,
         _row_pmaddubsw,
     ),
-    "fma_bf16": (_F32, _FMA_DECL, _b_fma("bf16"), _row_fma("bf16")),
-    "fma_fp16": (_F32, _FMA_DECL, _b_fma("fp16"), _row_fma("fp16")),
+    "fma_bf16": (_F32, _FMA_DECL, _b_fma(_widen_bf16), _row_fma(_widen_bf16)),
+    "fma_fp16": (_F32, _FMA_DECL, _b_fma(_widen_fp16), _row_fma(_widen_fp16)),
 }
 
 #: The instruction records' ``llvm`` intrinsic -> kind (the FMA path by its operand format).
@@ -155,7 +157,9 @@ def kind(instr) -> str | None:
     if instr.tile_method is not None:
         return None
     if instr.llvm == "llvm.fma.v16f32":
-        return {"bf16": "fma_bf16", "fp16": "fma_fp16"}.get(instr.a.name)
+        from ..formats import BF16, FP16
+
+        return {BF16: "fma_bf16", FP16: "fma_fp16"}.get(instr.a)
     return _BY_INTRINSIC.get(instr.llvm)
 
 

@@ -1,8 +1,10 @@
 """``bitdiff``: the one way tilegemm compares two results.
 
 Two results agree when every non-NaN element has the same bit pattern (so +0 and -0 differ) and
-both have NaN in the same places; NaN payloads are not compared (docs/semantics.md, section 8). Tests, the
-demo and users validating their own ports all go through this function.
+both have NaN in the same places; NaN payloads are not part of that verdict (docs/semantics.md,
+section 8), but they are counted on their own (``nan_payloads``: NaNs on both sides whose bits
+differ), so that a payload rule that differs shows. Tests, the demo and users validating their own
+ports all go through this function.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class BitDiff:
         Indices (as from ``numpy.argwhere``) where exactly one side is NaN.
     first : tuple or None
         Index of the first differing element, for messages.
+    nan_payloads : int
+        Elements that are NaN on both sides with different bits (payload or sign); not in
+        ``count``.
     """
 
     count: int
@@ -44,6 +49,7 @@ class BitDiff:
     nan_mismatch: np.ndarray
     first: tuple | None
     sign_flips: int = 0
+    nan_payloads: int = 0
 
     @property
     def share(self) -> float:
@@ -58,12 +64,16 @@ class BitDiff:
         return self.count != 0
 
     def __str__(self) -> str:
+        n = self.nan_payloads
+        payloads = f", {n} NaN{'s' if n > 1 else ''} differing in payload or sign" if n else ""
         if self.identical:
+            if self.nan_payloads:
+                return f"identical but for NaN payloads ({self.total} elements{payloads})"
             return f"bit-identical ({self.total} elements)"
         flips = f", {self.sign_flips} of opposite sign" if self.sign_flips else ""
         return (
             f"{self.count} of {self.total} elements differ ({self.share:.2%}), max {self.max_ulp} ulp"
-            f"{flips}, {len(self.nan_mismatch)} NaN-mask mismatches, first at {self.first}"
+            f"{flips}, {len(self.nan_mismatch)} NaN-mask mismatches{payloads}, first at {self.first}"
         )
 
 
@@ -76,7 +86,8 @@ def _is_float(dt: np.dtype) -> bool:
 
 
 def _float_part(x: np.ndarray, y: np.ndarray):
-    """(differ, ulp, opposite, NaN of x, NaN of y) for one float array pair, element-wise."""
+    """(differ, ulp, opposite, NaN of x, NaN of y, NaN on both sides with other bits) for one
+    float array pair, element-wise."""
     uint = _UINT[x.dtype.itemsize]
     wide = np.float64 if x.dtype.itemsize == 8 else np.float32
     nx, ny = np.isnan(x.astype(wide)), np.isnan(y.astype(wide))
@@ -86,7 +97,8 @@ def _float_part(x: np.ndarray, y: np.ndarray):
     ox, oy = _ordered(bx), _ordered(by)
     opposite = both & (np.sign(ox) * np.sign(oy) < 0)
     ulp = np.where(both & ~opposite, np.abs(ox - oy), 0)
-    return differ, ulp, opposite, nx, ny
+    payload = nx & ny & (bx != by)
+    return differ, ulp, opposite, nx, ny, payload
 
 
 def _ordered(bits: np.ndarray) -> np.ndarray:
@@ -129,11 +141,12 @@ def bitdiff(x, y) -> BitDiff:
         flips = int(np.logical_or.reduce([r[2] for r in results]).sum())
         nx = np.logical_or.reduce([r[3] for r in results])
         ny = np.logical_or.reduce([r[4] for r in results])
+        payloads = int(np.logical_or.reduce([r[5] for r in results]).sum())
     elif x.dtype.kind in "iu":
         nx = ny = np.zeros(x.shape, bool)
         differ = x != y
         ulp = np.abs(x.astype(np.int64) - y.astype(np.int64))
-        flips = 0
+        flips = payloads = 0
     else:
         raise TypeError(f"bitdiff compares float, complex or integer results, got {x.dtype}")
     where = np.argwhere(differ)
@@ -144,4 +157,5 @@ def bitdiff(x, y) -> BitDiff:
         nan_mismatch=np.argwhere(nx != ny),
         first=tuple(int(i) for i in where[0]) if len(where) else None,
         sign_flips=flips,
+        nan_payloads=payloads,
     )

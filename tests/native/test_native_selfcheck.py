@@ -45,6 +45,9 @@ def test_float_families_do_what_they_say(mnemonic):
     instr = I[mnemonic]
     for c in selfcheck.cases(instr, selfcheck.QUICK):
         for x, fmt in ((c.a, instr.a), (c.b, instr.b)):
+            if c.family == "nan_payloads":  # the format's own codes: no conversion touches a NaN
+                assert x.dtype == fmt.element
+                continue
             assert x.dtype == np.float32 and tilegemm.bitdiff(fmt.decode(fmt.to_codes(x, "x", "t")), x).identical
     codes = np.concatenate([instr.a.to_codes(c.a, "a", "t").ravel() for c in _cases(mnemonic, "denormals")])
     expo_mask = {8: 0x7F80, 11: 0x7C00}[instr.a.precision]
@@ -58,6 +61,15 @@ def test_float_families_do_what_they_say(mnemonic):
             outs.append(r.ravel())
         results[fam] = np.concatenate(outs)
     assert np.isinf(results["overflow"]).any()
+    # NaNs of many payloads, quiet and signaling, both signs, in A and in C.
+    a = np.concatenate([c.a.view(np.uint16).ravel() for c in _cases(mnemonic, "nan_payloads")])
+    mant = instr.a.precision - 1
+    top = ((1 << (15 - mant)) - 1) << mant
+    nan = a[((a & top) == top) & ((a & ((1 << mant) - 1)) != 0)]
+    quiet = (nan >> (mant - 1)) & 1
+    assert len(np.unique(nan & 0x7FFF)) > 20 and quiet.any() and not quiet.all() and len(np.unique(nan >> 15)) == 2
+    cbits = np.concatenate([c.c.view(np.uint32).ravel() for c in _cases(mnemonic, "nan_payloads")])
+    assert len(np.unique(cbits[np.isnan(cbits.view(np.float32))])) > 20
     assert np.isnan(results["nan_inf"]).any()
     canc = results["cancellation"]
     assert (canc == 0).any() and (np.signbit(canc) & (canc == 0)).sum() < (canc == 0).sum()
@@ -89,6 +101,8 @@ def test_selfcheck_reports_this_host():
         if native.usable(instr):
             n = line.split()[1]
             assert f"{n} of {n} outputs identical" in line and int(n.replace(",", "")) >= selfcheck.QUICK
+            # NaN payloads are reported beside the verdict for every float instruction.
+            assert ("NaN payload or sign differs in" in line) == instr.is_float, line
         else:
             from tilegemm.native.gemm import generator
 

@@ -64,6 +64,7 @@ __all__ = [
     "install_import_hook",
     "cache_root",
     "stamp_with_dependencies",
+    "closure_jit",
     "dependency_stamp",
     "lazy_vectorize",
 ]
@@ -230,6 +231,26 @@ def install_import_hook() -> None:
     for name, module in list(sys.modules.items()):
         if name.startswith(PACKAGE + ".") and module is not None:
             own_caches(module)
+
+
+def closure_jit(tag: str, **options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``njit(**options)`` for a function a kernel factory defines per variant, under a name of its
+    own: the qualname gets ``__<tag>``.
+
+    Numba names compiled code after the function's qualname, its argument types and a counter
+    local to the process. Two closures of one factory (the job loop of the BF16 pairs and of
+    VDPBF16PS, say) share a qualname and argument types, so the cached entries that call them,
+    compiled in two processes, can hold code under one symbol name; a third process loading both
+    then runs the first one loaded for both. ``tag`` must name everything the closure captures.
+    """
+
+    def wrap(fn: Callable[..., Any]) -> Any:
+        from numba import njit
+
+        fn.__qualname__ = f"{fn.__qualname__}__{tag}"
+        return njit(**options)(fn)
+
+    return wrap
 
 
 def dependency_stamp(own_stamp, paths) -> str:

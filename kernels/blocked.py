@@ -45,7 +45,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import bodies, exact, families, rounding, targets, vector
-from ._cache import stamp_with_dependencies
+from ._cache import closure_jit, stamp_with_dependencies
 from .bodies import BSRC_BF16, BSRC_FP16
 from .exact import add32, fma32
 from .rounding import bf16_to_f32_daz, bits_f32, f32_bits, f32_round_fp16, f32_to_bf16, fp16_to_f32
@@ -203,8 +203,10 @@ def _float_job(dot, fp16, body, flag_rows):
     assert R % FR == 0 and NT <= 2
     # products of the block are multiples of 2^(ea + eb - BIAS) (biased exponents; p - 1 fraction bits each)
     BIAS = 254 + 2 * ((11 if fp16 else 8) - 1)
+    # Everything the closures capture: their compiled names must differ per variant (closure_jit).
+    tag = f"{kind}_{'fp16' if fp16 else 'bf16'}_{R}x{NR}x{W}_u{body.unroll}_{body.layout}_f{FR}"
 
-    @njit
+    @closure_jit(tag)
     def _load(Cf, c_off, N, scratch, rows, cols):
         """C's block (``rows`` x ``cols`` at ``c_off``, row stride N) into the R x NR scratch,
         zeros around it."""
@@ -212,13 +214,13 @@ def _float_job(dot, fp16, body, flag_rows):
             for n in range(NR):
                 scratch[r * NR + n] = Cf[c_off + r * N + n] if (r < rows and n < cols) else 0
 
-    @njit
+    @closure_jit(tag)
     def _store(Cf, c_off, N, scratch, rows, cols):
         for r in range(rows):
             for n in range(cols):
                 Cf[c_off + r * N + n] = scratch[r * NR + n]
 
-    @njit
+    @closure_jit(tag)
     def job(A, a_f32, ai, a_k0, Bf, bi, KBt, NB, bexp, C, ci, k, kc, i0, i1, j0, j1, force, c_dirty, one_row, st):
         M, N = C.shape[1], C.shape[2]
         Cf = C.reshape(C.size)

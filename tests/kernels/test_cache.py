@@ -380,3 +380,55 @@ def test_the_race_is_real_without_the_lock(tmp_path, monkeypatch):
 
     # Should this start failing, Numba has made saving atomic itself and the lock is redundant.
     assert _race(tmp_path, caching.IndexDataCacheFile, monkeypatch) == ("read", None, "a's code")
+
+
+def _nested_jits(tree):
+    """(function name, decorator source) of every function defined inside another function and
+    decorated with Numba's jit, except those inlined as IR (``inline="always"``)."""
+    import ast
+
+    out = []
+    for outer in ast.walk(tree):
+        if not isinstance(outer, ast.FunctionDef):
+            continue
+        for node in ast.walk(outer):
+            if node is outer or not isinstance(node, ast.FunctionDef):
+                continue
+            for dec in node.decorator_list:
+                text = ast.unparse(dec)
+                if (
+                    ("njit" in text or "closure_jit" in text)
+                    and 'inline="always"' not in text
+                    and "inline='always'" not in text
+                ):
+                    out.append((node.name, text))
+    return out
+
+
+def test_kernel_closures_compile_under_names_of_their_own():
+    """A closure a kernel factory makes per variant and compiles as its own function (not inlined)
+    goes through ``closure_jit`` with a tag: Numba names compiled code after the qualname, the
+    argument types and a per-process counter, so two variants' closures compiled in two processes
+    can share a symbol, and a process loading both cached entries would run one for both (the
+    AMX BF16 and VDPBF16PS job loops did: the second dtype called gave the first one's bits)."""
+    import ast
+    import pathlib
+
+    from tilegemm.kernels import blocked
+
+    bad = {}
+    for path in sorted(pathlib.Path(blocked.__file__).parent.glob("*.py")):
+        plain = [(n, d) for n, d in _nested_jits(ast.parse(path.read_text())) if not d.startswith("closure_jit")]
+        if plain:
+            bad[path.name] = plain
+    # superblock_step compiles for reading its code only and is never cached.
+    assert bad == {"gemm.py": [("step", "njit")]}, bad
+    names = {
+        blocked._float_job(dot, fp16, body, blocked._P.flag_rows)[0].py_func.__qualname__
+        for dot, fp16, body in (
+            (False, False, blocked._P.pairs_bf16),
+            (False, True, blocked._P.pairs_fp16),
+            (True, False, blocked._P.dot),
+        )
+    }
+    assert len(names) == 3, names

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..amx.config import TileConfig
 from ..instructions import Instruction
+from ..reference.amx import wrap32
 from . import program, vdp
 from .host import request_tile_permission
 
@@ -298,5 +299,5 @@ def _shift_signed(A: np.ndarray, packed, C3: np.ndarray, ib: np.ndarray) -> np.n
     N = C3.shape[2]
     cols = sums.reshape(-1, sums.shape[-2] * sums.shape[-1])[:, :N]
     comp = -128 * cols[ib]  # (nC, N)
-    C3[...] = ((C3.astype(np.int64) + comp[:, None, :] + 2**31) % 2**32 - 2**31).astype(np.int32)
+    C3[...] = wrap32(C3.astype(np.int64) + comp[:, None, :])
     return A.view(np.uint8) ^ np.uint8(0x80)

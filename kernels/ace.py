@@ -24,9 +24,11 @@ Bodies:
 - MX exact (``ace_mx_exact``): per output and step, the four products (exact in binary64) are
   summed exactly as two int64 limbs in units of the step's finest product bit, rounded once with
   ``exact.round_scaled`` (ties to even, flush to zero, overflow to infinity), then added to C with
-  ``exact.add32``. NaN and infinity come from IEEE arithmetic on the scaled values: a NaN scale,
-  and with ``ace_fp8_specials="ieee_like"`` a NaN code, Inf * 0 or +Inf with -Inf, make the step
-  NaN; an infinite code, infinity. Right for every input.
+  ``exact.add32``. A NaN scale's values carry their own NaN (``tilegemm.ace.SCALE_NAN_BITS``), so
+  the step writes the ``ace_e8m0_nan_result`` NaN without reading C; else a NaN C comes out as
+  ``ace_dst_nan`` says; else, with ``ace_fp8_specials="ieee_like"``, a NaN code, Inf * 0 or +Inf
+  with -Inf make the step the default NaN, and an infinite code infinity. Right for every input;
+  the calls whose operands hold a NaN run it (``tilegemm.plan.make_plan``).
 - MX fast (``mx_tile_rows``): the four products summed with binary64 FMAs, one ``fptrunc`` to
   binary32, one ``fadd`` into C. Valid under the per-call proof of ``tilegemm.plan``: the four
   products sum exactly in binary64 (their exponents span fewer than 53 bits), and no step result
@@ -75,7 +77,7 @@ from numba.extending import intrinsic
 
 from .exact import _MIN_NORMAL, add32, round_ftz, round_scaled, two_sum
 from .families import variant_id
-from .rounding import bits_f32, f32_bits
+from .rounding import bits_f32, f32_bits, f64_bits
 from .targets import shape
 from .vector import _F32, _I32, _TILE, _const, _data, _ptr, _splat, ir_loop, outlined, phis
 
@@ -182,17 +184,17 @@ def _inf_times_zero(x, y):
 @njit(cache=True)
 def x86_fma(a, b, c, ieee):
     """``a * b + c`` (bits in, bits out), one rounding, x86's NaN rules: a or b NaN -> the first,
-    quieted; Inf * 0 -> INDEF; c NaN -> c quieted; Inf - Inf -> INDEF. ``ieee``: denormal
-    results kept, else flushed (tininess after rounding)."""
+    quieted; else c NaN -> c quieted, even for Inf * 0; else Inf * 0 or Inf - Inf -> INDEF.
+    ``ieee``: denormal results kept, else flushed (tininess after rounding)."""
     if is_nan(a):
         return a | _QUIET
     if is_nan(b):
         return b | _QUIET
+    if is_nan(c):
+        return c | _QUIET
     x, y = f32_value(a), f32_value(b)
     if _inf_times_zero(x, y):
         return _INDEF
-    if is_nan(c):
-        return c | _QUIET
     p = x * y  # exact in binary64: two 24-bit significands
     z = f32_value(c)
     r = p + z
@@ -213,10 +215,25 @@ _SIG_BITS = 16  # a product of two MX elements has at most 16 significant bits (
 _LIMB = 2.0**32
 
 
+# A value of a block whose scale is NaN (``tilegemm.ace.SCALE_NAN_BITS``).
+_SCALE_NAN = np.uint64(0x7FF8_0000_0ACE_0ACE)
+# What a NaN scale writes, by ``ace_e8m0_nan_result`` code (the switch's values in order).
+_E8M0_NAN_RESULTS = (np.uint32(0x7FC00000), np.uint32(0xFFC00000))
+
+
 @njit(cache=True)
-def _mx_step(A, a, B, b, c):
+def _mx_step(A, a, B, b, c, nan_result, dst_indef):
     """One MX outer-product step of one output: the four scaled products ``A[a+e] * B[b+16e]``,
-    rounded once, added into C (bits ``c``). Returns the new C bits."""
+    rounded once, added into C (bits ``c``). Returns the new C bits.
+
+    NaNs (``docs/semantics.md``, "NaN bits"): a NaN block scale writes ``nan_result`` and C is not
+    read; else a NaN C comes out quieted (or, ``dst_indef``, as INDEF); else a NaN sum (a NaN code,
+    Inf * 0, +Inf with -Inf) gives INDEF."""
+    for e in range(4):
+        if f64_bits(A[a + e]) == _SCALE_NAN or f64_bits(B[b + 16 * e]) == _SCALE_NAN:
+            return nan_result
+    if is_nan(c):
+        return _INDEF if dst_indef else c | _QUIET
     total = 0.0
     low = 10**6  # the lowest exponent (frexp's) of a non-zero product
     for e in range(4):
@@ -241,8 +258,6 @@ def _mx_step(A, a, B, b, c):
                 hi += np.int64(h)
                 lo += np.int64(q - h * _LIMB)
         s = round_scaled(hi, lo, unit)
-    if is_nan(c):
-        return c | _QUIET  # a NaN C wins (ace_dst_nan="propagate"; the other reading is a payload)
     r = add32(f32_value(daz_bits(c)), s)
     return _INDEF if r != r else f32_bits(r)
 
@@ -250,12 +265,15 @@ def _mx_step(A, a, B, b, c):
 @njit(cache=True, inline="always")
 def ace_mx_exact(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
     """``nsteps`` MX outer products, exactly as defined, for ``mr`` x ``nc`` outputs."""
+    # the last two switches of every MX record: ace_e8m0_nan_result, ace_dst_nan
+    nan_result = _E8M0_NAN_RESULTS[0] if codes[len(codes) - 2] == 0 else _E8M0_NAN_RESULTS[1]
+    dst_indef = codes[len(codes) - 1] != 0
     for mm in range(mr):
         for n in range(nc):
             ci = c_off + mm * ldc + n
             c = f32_bits(C[ci])
             for t in range(nsteps):
-                c = _mx_step(A, a_off + mm * lda + 4 * t, B, b_off + 64 * t + n, c)
+                c = _mx_step(A, a_off + mm * lda + 4 * t, B, b_off + 64 * t + n, c, nan_result, dst_indef)
             C[ci] = bits_f32(c)
 
 

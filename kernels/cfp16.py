@@ -30,6 +30,7 @@ from numba import njit
 
 from .exact import add32, fma32
 from .families import variant_id
+from .rounding import bits_f32, f32_bits
 from .vector import _F32, _I32, _TILE, _body_intrinsic, _const, _fma_fn, _ptr, _splat, ir_loop
 
 __all__ = ["CFP16_EXACT", "CFP16_FAST", "complex_tile_rows", "cfp16_exact"]
@@ -109,8 +110,10 @@ def _cfp16_output(A, a, B, b, npairs, product_negate, sde_lanes):
         are, aim = A[a + 2 * k], A[a + 2 * k + 1]
         bre, bim = B[b + 2 * _TILE * k], B[b + 2 * _TILE * k + _TILE]
         rl0 = fma32(are, bre, rl0)
-        # The SDM flips the input's sign; a negated product leaves a NaN's sign alone.
-        rl1 = fma32(aim if (product_negate and aim != aim) else -aim, bim, rl1)
+        # The SDM flips the input's sign (on the bits: a NaN's too, which ``-aim`` compiled as a
+        # subtraction would not); a negated product leaves a NaN's sign alone.
+        flipped = bits_f32(f32_bits(np.float32(aim)) ^ np.uint32(0x80000000))
+        rl1 = fma32(aim if (product_negate and aim != aim) else flipped, bim, rl1)
         if sde_lanes:
             im0 = fma32(are, bim, im0)
             im1 = fma32(aim, bre, im1)

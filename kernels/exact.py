@@ -13,6 +13,12 @@ underflow. ``s = fl64(p + c)`` may round, but TwoSum gives the exact error ``t``
 binary32 midpoint (binary64 rounding never crosses one, since midpoints are binary64 numbers);
 then the sign of ``t`` decides. This module must stay free of ``fastmath``: TwoSum depends on the
 operations happening exactly as written.
+
+A NaN result is not left to the binary64 arithmetic: which operand's NaN a binary64 multiply or
+add returns depends on the order in which the compiler hands the operands to the instruction, and
+LLVM treats both as commutative. ``nan_fma32`` and ``nan_add32`` give the NaN an x86 core returns
+(docs/semantics.md, "NaN bits"), so every path that runs these functions (the scalar kernels and,
+through ``tilegemm.reference.binary32``, the reference) follows one rule.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import math
 
 import numpy as np
 from numba import njit
+
+from .rounding import bits_f32, f32_bits
 
 # Smallest normal binary32, and the largest value whose 24-bit rounding is still below it:
 # 2^-126 - 2^-151 is the midpoint between 2^-126 - 2^-150 and 2^-126 and rounds (to even) up.
@@ -72,18 +80,60 @@ def round_ftz(s, t):
     return r
 
 
+#: x86's default NaN ("QNaN floating-point indefinite"), and the quiet bit a NaN result gets.
+INDEF_BITS = 0xFFC00000
+QUIET_BIT = 0x00400000
+
+
+@njit(cache=True, inline="always")
+def quiet(x):
+    """The binary32 NaN ``x`` with its quiet bit set, sign and payload kept."""
+    return bits_f32(f32_bits(np.float32(x)) | np.uint32(QUIET_BIT))
+
+
+@njit(cache=True, inline="always")
+def nan_fma32(a, b, c):
+    """The NaN x86 returns where ``fma32(a, b, c)`` is a NaN: the first of the multiplicands
+    ``a``, ``b`` that is a NaN, quieted; else a NaN addend ``c``, quieted, even when ``a * b`` is
+    Inf * 0; else (Inf * 0, Inf - Inf) the default NaN."""
+    if a != a:
+        return quiet(a)
+    if b != b:
+        return quiet(b)
+    if c != c:
+        return quiet(c)
+    return bits_f32(np.uint32(INDEF_BITS))
+
+
+@njit(cache=True, inline="always")
+def nan_add32(x, y):
+    """The NaN x86 returns where ``add32(x, y)`` is a NaN: the first operand that is a NaN,
+    quieted; else (Inf - Inf) the default NaN."""
+    if x != x:
+        return quiet(x)
+    if y != y:
+        return quiet(y)
+    return bits_f32(np.uint32(INDEF_BITS))
+
+
 @njit(cache=True, inline="always")
 def fma32(a, b, c):
-    """fma32(a, b, c) = round32(a * b + c), one rounding, FTZ (operands already DAZ-read)."""
+    """fma32(a, b, c) = round32(a * b + c), one rounding, FTZ (operands already DAZ-read); a
+    NaN result as x86 gives it (``nan_fma32``)."""
     p = np.float64(a) * np.float64(b)
     s, t = two_sum(p, np.float64(c))
+    if s != s:
+        return nan_fma32(a, b, c)
     return round_ftz(s, t)
 
 
 @njit(cache=True, inline="always")
 def add32(x, y):
-    """add32(x, y) = round32(x + y), FTZ (operands already DAZ-read)."""
+    """add32(x, y) = round32(x + y), FTZ (operands already DAZ-read); a NaN result as x86 gives
+    it (``nan_add32``)."""
     s, t = two_sum(np.float64(x), np.float64(y))
+    if s != s:
+        return nan_add32(x, y)
     return round_ftz(s, t)
 
 

@@ -103,6 +103,13 @@ class Family:
         The fast entry runs every reading of the instruction's switches; False: the default
         readings only, and a call with another runs the exact entry (the fast entry then need not
         compile the exact body in, which is most of its compile time).
+    nans:
+        What a call whose operands (or block scales) hold a NaN runs (docs/semantics.md, "NaN
+        bits"): ``"exact"``, the exact entry (through :attr:`fallback` where the family has one),
+        because the fast body's hardware FMAs and adds return whichever NaN operand the compiler
+        placed first; ``"fast"``, the fast entry, whose body takes every NaN from the instruction's
+        rule (AMX-FP8's and AMX-TF32's default NaN, VFMADD231PH's vectors with a NaN lane); or
+        another family's name, which runs instead.
     """
 
     name: str
@@ -119,6 +126,7 @@ class Family:
     blocked: str | None = None
     fallback: str | None = None
     fast_switches: bool = True
+    nans: str = "exact"
 
     @property
     def fast(self) -> str:
@@ -242,6 +250,7 @@ for _family in (
         needs_proof=True,
         shapes=_by_class(Shape(8, 16, 8, True), Shape(8, 16, 8, True), Shape(2, 16, 4), Shape(2, 16, 4)),
         tile="fp8",
+        nans="fast",
     ),
     # AMX-FP8 in binary32, a step whose chain rounded (MXCSR.PE) again in binary64, under
     # fp8quads' proof (which the binary64 steps need); else fp8quads.
@@ -255,6 +264,7 @@ for _family in (
         shapes=_by_class(Shape(4, 16, 16, True), Shape(4, 16, 16, True), Shape(4, 16, 8), Shape(2, 16, 4)),
         tile="fp8",
         fallback="fp8quads",
+        nans="fast",
     ),
     # ACE: MX values scaled by their block scales (binary64), and BF16 as float32 without DAZ.
     Family(
@@ -340,6 +350,7 @@ for _family in (
         shapes=_by_class(Shape(4, 16, 16), Shape(4, 16, 16), Shape(2, 16, 8), Shape(1, 16, 8)),
         prepare=_PAD,
         c_view="uint16",
+        nans="fast",
     ),
     # VFMADD231PH itself on binary16 codes, where the compile target has it (targets.NATIVE).
     Family(
@@ -352,6 +363,7 @@ for _family in (
         shapes=_by_class(Shape(8, 16, 16), Shape(8, 16, 16), Shape(2, 16, 16), Shape(2, 16, 16)),
         prepare=_PAD,
         c_view="uint16",
+        nans="f16acc",
     ),
 ):
     declare(_family)

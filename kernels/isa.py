@@ -55,6 +55,7 @@ from numba.extending import intrinsic
 from . import targets
 from .exact import round_ftz
 from .families import variant_id
+from .rounding import bits_f64, f64_bits
 from .vector import ir_loop
 
 __all__ = [
@@ -128,6 +129,31 @@ def round_binary(s, t, p, emin, emax):
     return math.copysign(r, s)
 
 
+# NaNs held in binary64 (docs/semantics.md, "NaN bits"): a binary32 NaN is held as the binary64
+# NaN with its sign, the quiet bit set and its payload at the top of the fraction (what a hardware
+# widening gives), a binary16 NaN likewise; narrowing takes the payload back. The rule picks the
+# operand, so the NaN never depends on the order in which a compiler hands operands to an
+# instruction.
+_QUIET64 = np.uint64(0x0008000000000000)
+_NAN64 = np.uint64(0x7FF0000000000000)
+# The default NaN 0xFFC00000 (binary16 0xFE00) held in binary64.
+_INDEF64 = np.uint64(0xFFF8000000000000)
+
+
+@njit(cache=True, inline="always")
+def _nan_fma(a, b, c):
+    """The NaN an x86 FMA returns where ``a * b + c`` is a NaN (values held in binary64): the
+    first NaN multiplicand, else a NaN addend (even when ``a * b`` is Inf * 0), quieted; else the
+    default NaN."""
+    if a != a:
+        return bits_f64(f64_bits(a) | _QUIET64)
+    if b != b:
+        return bits_f64(f64_bits(b) | _QUIET64)
+    if c != c:
+        return bits_f64(f64_bits(c) | _QUIET64)
+    return bits_f64(_INDEF64)
+
+
 @njit(cache=True, inline="always")
 def fma32_ieee(a, b, c):
     """binary32 ``a * b + c`` with one rounding (RNE), denormals kept: the values as binary64.
@@ -138,6 +164,8 @@ def fma32_ieee(a, b, c):
     touch there, with TwoSum's error deciding exact ties); below 2^-126, where that function
     flushes, :func:`round_binary` rounds onto the denormal grid instead."""
     s, t = _two_sum(a * b, c)
+    if s != s:
+        return _nan_fma(a, b, c)
     if abs(s) < 2.0**-126:  # zero, or the denormal range (NaN fails the test)
         return round_binary(s, t, 24, -126, 127)
     return np.float64(round_ftz(s, t))
@@ -157,6 +185,8 @@ def _widen32(x, bits):
 def fma16(a, b, c):
     """binary16 ``a * b + c`` with one rounding (RNE), subnormals kept, |x| >= 65520 to inf."""
     s, t = _two_sum(a * b, c)
+    if s != s:
+        return _nan_fma(a, b, c)
     return round_binary(s, t, 11, -14, 15)
 
 
@@ -168,7 +198,15 @@ def f32_from_bits(bits):
     e = np.int64((bits >> np.uint32(23)) & np.uint32(0xFF))
     m = np.int64(bits & np.uint32(0x7FFFFF))
     if e == 255:
-        return sign * math.inf if m == 0 else math.nan
+        if m == 0:
+            return sign * math.inf
+        # the NaN held in binary64 (sign, payload on top, quieted as a widening does)
+        return bits_f64(
+            (np.uint64(bits & np.uint32(0x80000000)) << np.uint64(32))
+            | _NAN64
+            | _QUIET64
+            | (np.uint64(m) << np.uint64(29))
+        )
     if e == 0:
         return sign * (np.float64(m) * _TWO_M149)
     return sign * math.ldexp(np.float64(m | 0x800000), e - 150)
@@ -176,9 +214,15 @@ def f32_from_bits(bits):
 
 @njit(cache=True, inline="always")
 def f32_to_bits(v):
-    """A binary64 value on the binary32 grid (or inf/NaN) -> its binary32 bits (no FTZ can act)."""
+    """A binary64 value on the binary32 grid (or inf/NaN) -> its binary32 bits (no FTZ can act);
+    a NaN keeps its sign and the top of its payload."""
     if v != v:
-        return np.uint32(0x7FC00000)
+        u = f64_bits(v)
+        return np.uint32(
+            ((u >> np.uint64(32)) & np.uint64(0x80000000))
+            | np.uint64(0x7FC00000)
+            | ((u >> np.uint64(29)) & np.uint64(0x3FFFFF))
+        )
     sign = np.uint32(0x80000000) if math.copysign(1.0, v) < 0.0 else np.uint32(0)
     a = abs(v)
     if a == math.inf:
@@ -198,7 +242,11 @@ def f16_from_bits(h):
     e = np.int64((h >> np.uint32(10)) & np.uint32(0x1F))
     m = np.int64(h & np.uint32(0x3FF))
     if e == 31:
-        return sign * math.inf if m == 0 else math.nan
+        if m == 0:
+            return sign * math.inf
+        return bits_f64(
+            (np.uint64(h & np.uint32(0x8000)) << np.uint64(48)) | _NAN64 | _QUIET64 | (np.uint64(m) << np.uint64(42))
+        )
     if e == 0:
         return sign * (np.float64(m) * _TWO_M24)
     return sign * math.ldexp(np.float64(m | 0x400), e - 25)
@@ -206,9 +254,13 @@ def f16_from_bits(h):
 
 @njit(cache=True, inline="always")
 def f16_to_bits(v):
-    """A binary64 value on the binary16 grid (or inf/NaN) -> its binary16 bits."""
+    """A binary64 value on the binary16 grid (or inf/NaN) -> its binary16 bits; a NaN keeps its
+    sign and the top of its payload."""
     if v != v:
-        return np.uint16(0x7E00)
+        u = f64_bits(v)
+        return np.uint16(
+            ((u >> np.uint64(48)) & np.uint64(0x8000)) | np.uint64(0x7E00) | ((u >> np.uint64(42)) & np.uint64(0x1FF))
+        )
     sign = np.uint32(0x8000) if math.copysign(1.0, v) < 0.0 else np.uint32(0)
     a = abs(v)
     if a == math.inf:
@@ -545,7 +597,9 @@ def _store16(builder, x, width):
     sub = builder.fptosi(builder.fmul(ax, ir.Constant(x.type, [2.0**24] * width)), vi)
     out = builder.select(builder.icmp_signed("<", mag, _ci(width, 0x38800000)), sub, normal)  # below 2^-14
     out = builder.select(builder.icmp_signed(">=", mag, _ci(width, 0x7F800000)), _ci(width, 0x7C00), out)
-    out = builder.select(builder.icmp_signed(">", mag, _ci(width, 0x7F800000)), _ci(width, 0x7E00), out)
+    # a NaN: quiet, with the top of its payload (as vcvtps2ph gives it)
+    nan = builder.or_(_ci(width, 0x7E00), builder.and_(builder.lshr(mag, _ci(width, 13)), _ci(width, 0x3FF)))
+    out = builder.select(builder.icmp_signed(">", mag, _ci(width, 0x7F800000)), nan, out)
     return builder.trunc(builder.or_(out, sign), _vec(_I16, width))
 
 
@@ -570,7 +624,13 @@ def _fma16_exact(builder, a, b, acc, width):
     down = builder.icmp_signed("<", builder.xor(sb, tb), zero)
     delta = builder.select(down, ir.Constant(vi, [-1] * width), ir.Constant(vi, [1] * width))
     odd = builder.bitcast(builder.select(need, builder.add(sb, delta), sb), a.type)
-    return _round16(builder, odd, width)
+    out = _round16(builder, odd, width)
+    # A NaN by the rule, not by the order LLVM gave the multiply and add their operands: the
+    # first NaN multiplicand, else a NaN acc, quieted (a new NaN is the default one, as computed).
+    for x in (acc, b, a):
+        quiet = builder.bitcast(builder.or_(builder.bitcast(x, vi), ir.Constant(vi, [0x400000] * width)), a.type)
+        out = builder.select(builder.fcmp_unordered("uno", x, x), quiet, out)
+    return out
 
 
 def _nearest11(builder, r, width):

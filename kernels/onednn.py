@@ -26,8 +26,12 @@ import math
 import numpy as np
 from numba import njit
 
+from . import exact, rounding
 from ._cache import lazy_vectorize
 from .exact import two_sum
+
+# The kernel modules the ufuncs inline: a change to one recompiles the cached code.
+_DEPENDS = (exact, rounding)
 
 _SIGN = np.uint32(0x80000000)
 _QNAN = np.uint32(0xFFC00000)  # x86's "real indefinite": inf - inf, 0 * inf
@@ -134,19 +138,19 @@ def fma_bits(x, y, z):
     return encode(s, t)
 
 
-@lazy_vectorize(["uint32(uint32, uint32)"])
+@lazy_vectorize(["uint32(uint32, uint32)"], _DEPENDS)
 def vaddps(x, y):
     """binary32 bits ``x + y`` (IEEE, RNE, gradual underflow), lane by lane."""
     return add_bits(x, y)
 
 
-@lazy_vectorize(["uint32(uint32, uint32, uint32)"])
+@lazy_vectorize(["uint32(uint32, uint32, uint32)"], _DEPENDS)
 def vfmadd(x, y, z):
     """binary32 bits ``x * y + z`` (IEEE, one rounding, gradual underflow), lane by lane."""
     return fma_bits(x, y, z)
 
 
-@lazy_vectorize(["uint16(uint32)"])
+@lazy_vectorize(["uint16(uint32)"], _DEPENDS)
 def vcvtneps2bf16(bits):
     """binary32 bits -> bf16 bits as VCVTNEPS2BF16: a NaN keeps its sign and top payload bits and
     is quieted; zero and denormal inputs become a zero of their sign; the rest round to nearest

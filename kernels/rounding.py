@@ -44,6 +44,33 @@ def f32_bits(typingctx, x):
 
 
 @intrinsic
+def f64_bits(typingctx, x):
+    """The bit pattern of a float64 as uint64."""
+    if x != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.uint64(x), codegen
+
+
+@intrinsic
+def bits_f64(typingctx, x):
+    """The float64 whose bit pattern is the integer ``x`` (64 bits)."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        v = args[0]
+        if x.bitwidth < 64:
+            v = builder.zext(v, ir.IntType(64))
+        return builder.bitcast(v, ir.DoubleType())
+
+    return types.float64(x), codegen
+
+
+@intrinsic
 def bits_f32(typingctx, x):
     """The float32 whose bit pattern is the low 32 bits of the integer ``x``."""
     if not isinstance(x, types.Integer):

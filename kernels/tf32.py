@@ -66,6 +66,7 @@ FAMILY = families.declare(
         b_layout="f32",
         needs_proof=True,
         fast_switches=False,
+        nans="fast",
         shapes={
             "avx512_vnni": Shape(8, 16, 16),
             "avx512": Shape(8, 16, 16),
@@ -145,7 +146,7 @@ def tf32_rows(mr: int, width: int):
     return body
 
 
-@lazy_vectorize(["uint32(uint32)"])
+@lazy_vectorize(["uint32(uint32)"], (rounding,))
 def truncate(bits):
     """binary32 bits -> TF32's: a NaN gets its quiet bit (a signalling NaN is quieted, and no NaN
     becomes an infinity), then the low 13 significand bits are cleared (``tilegemm.formats.TF32``)."""

@@ -9,6 +9,7 @@ Slow; meant for scalar cases.
 from __future__ import annotations
 
 import math
+import struct
 from fractions import Fraction
 
 import numpy as np
@@ -84,12 +85,27 @@ def round_ieee(q: Fraction, p: int, emin: int, emax: int) -> float:
     return sign * float(r)
 
 
+#: x86's default NaN ("QNaN floating-point indefinite"), as the binary64 that holds it.
+INDEF = struct.unpack("<d", struct.pack("<Q", 0xFFF8000000000000))[0]
+
+
+def x86_nan(a: float, b: float, c: float) -> float:
+    """The NaN an x86 FMA returns for ``a * b + c`` (Intel SDM, SIMD floating-point exceptions;
+    measured on AMD Zen 4): the first NaN multiplicand, else a NaN addend (even against Inf * 0),
+    else the default NaN. Values held in binary64, where a widened NaN is already quiet."""
+    for v in (a, b, c):
+        if math.isnan(v):
+            return v
+    return INDEF
+
+
 def ieee_fma(a: float, b: float, c: float, p: int = 24, emin: int = -126, emax: int = 127) -> float:
     """IEEE ``a * b + c`` with one rounding to the format (binary32 by default; binary16 with
     ``p=11, emin=-14, emax=15``), no DAZ, no FTZ. Special values follow binary64 arithmetic, and
     an exact zero is -0 only when both the product and ``c`` are -0."""
     if any(math.isnan(v) or math.isinf(v) for v in (a, b, c)):
-        return a * b + c
+        r = a * b + c
+        return x86_nan(a, b, c) if math.isnan(r) else r
     q = Fraction(a) * Fraction(b) + Fraction(c)
     if q == 0:
         prod_neg = math.copysign(1, a) * math.copysign(1, b) < 0

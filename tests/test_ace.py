@@ -260,8 +260,10 @@ def _single_step_oracle(fa, fb, sa, sb, c, ieee=False):
         p = x * y * 2.0 ** (int(sa) - 127) * 2.0 ** (int(sb) - 127)  # exact in binary64
         s = _rne32_ftz(np.where(p == 0, 0.0, p))
     out = _add_ftz(c, s)
+    if ieee:  # a NaN code, Inf * 0 or +Inf with -Inf: the default NaN (a NaN C is kept, quieted)
+        out = np.where(np.isnan(out) & ~np.isnan(c), np.uint32(0xFFC00000).view(np.float32), out)
     if sa == 0xFF or sb == 0xFF:
-        out = np.full_like(out, np.nan)
+        out = np.full_like(out, np.nan)  # ace_e8m0_nan_result's default, 0x7FC00000
     return out
 
 

@@ -161,10 +161,12 @@ def test_all_tiny_operands_on_the_vector_exact_path(isa, dtype):
 def test_forced_paths_on_specials(isa, dtype, path):
     _blocked(isa, dtype)
     rng = np.random.default_rng(8)
-    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-130, 2.0**-70, 2.0**-63, 2.0**100, -1.0, 3.0e38])
+    # No NaN input: a call with one runs the exact path (plan.make_plan), so the forced paths
+    # meet only the NaNs that Inf * 0 and Inf - Inf make here, all of them the default NaN.
+    pool = np.array([0.0, -0.0, np.inf, -np.inf, 2.0**-130, 2.0**-70, 2.0**-63, 2.0**100, -1.0, 3.0e38])
     a = rng.choice(pool, (21, 71))
-    b = rng.choice(pool[1:5], (71, 19))  # signed zeros and infinities: -0 chains, inf - inf
-    b[::3] = rng.choice(pool[6:], (24, 19))
+    b = rng.choice(pool[1:4], (71, 19))  # signed zeros and infinities: -0 chains, inf - inf
+    b[::3] = rng.choice(pool[5:], (24, 19))
     with plan.forced_path(path):
         got, counts = _run(a, b, dtype, isa)
     assert_bits(got, tilegemm.reference.matmul(a, b, dtype, isa=isa), f"forced {path}")

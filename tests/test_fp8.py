@@ -86,7 +86,9 @@ def test_compiled_twins_of_fix_and_the_decode_table(fmt):
     mf = fmt.minifloat
     kinds_, fixes = _compiled_fix(mf.exponent_bits, mf.mantissa_bits, mf.ieee_specials)
     assert np.array_equal(kinds_, fp8.kinds(ALL, mf)) and np.array_equal(fixes, fp8.fix(ALL, mf))
-    assert_bits(float8.decode_table(fmt).astype(np.float32), _values(ALL, fmt).astype(np.float32), "decode table")
+    # the table's NaN is the quiet NaN whatever the code's payload (float8.decode_table)
+    want = np.where(np.isnan(_values(ALL, fmt)), np.float32(np.nan), _values(ALL, fmt)).astype(np.float32)
+    assert_bits(float8.decode_table(fmt).astype(np.float32), want, "decode table")
 
 
 def test_compiled_twin_of_round_scaled():
@@ -205,7 +207,9 @@ def _single_product_oracle(x, y, c):
         p = x * y
         s = np.where(p == 0, 0.0, p).astype(np.float32)
         cc = np.where(np.abs(c) < 2.0**-126, np.copysign(np.float32(0), c), c).astype(np.float32)
-        return (cc + s).astype(np.float32)
+        r = (cc + s).astype(np.float32)
+    # AMX-FP8 writes the default NaN for every NaN result (a NaN input or C, Inf * 0, Inf - Inf)
+    return np.where(np.isnan(r), np.uint32(0xFFC00000).view(np.float32), r)
 
 
 C_VALUES = [-0.0, 1.0, -3.5, float(np.float32(2.0**-140)), -float(np.float32(2.0**-149)), 3e38, -np.inf, np.nan]

@@ -142,11 +142,18 @@ def check_scales(
     return sa, sb
 
 
+#: The binary64 NaN a NaN block scale makes of every value of its block (a payload no arithmetic
+#: produces), so that the exact MX body tells it from a NaN the arithmetic made: a NaN scale
+#: writes the ``ace_e8m0_nan_result`` switch's NaN, with C not read (``kernels/ace.py``).
+SCALE_NAN_BITS = 0x7FF8_0000_0ACE_0ACE
+
+
 @functools.cache
 def scale_values() -> np.ndarray:
-    """The binary64 value of every E8M0 code: 2^(code - 127), NaN for 0xFF (read-only)."""
+    """The binary64 value of every E8M0 code: 2^(code - 127), NaN for 0xFF (the NaN of
+    :data:`SCALE_NAN_BITS`; read-only)."""
     v = np.ldexp(1.0, np.arange(256) - 127)
-    v[E8M0_NAN] = np.nan
+    v[E8M0_NAN] = np.array(SCALE_NAN_BITS, np.uint64).view(np.float64)
     v.flags.writeable = False
     return v
 
@@ -214,7 +221,8 @@ def _pack_a_mx(src, vals, exps, spow, sa, dst, k_step, scaled):
                 k = kb * k_step + kin
                 c = np.uint8(src[a, m, k])
                 s = sa[a, m, k // 32]
-                out[kin] = vals[c] * spow[s]
+                # a NaN scale's own NaN, whatever the code (a NaN code's NaN must not win)
+                out[kin] = spow[s] if s == 0xFF else vals[c] * spow[s]
                 e = np.int32(exps[c])
                 rhi = max(rhi, e)
                 if scaled and e != -32768 and s != 0xFF:
@@ -402,10 +410,10 @@ def build_b(
         s = scales.reshape((nB,) + scales.shape[-2:])
         codes[:, : s.shape[1], : s.shape[2]] = s
     factor = scale_values()[codes].reshape(nB, KB, R // per_block, NB, n)
-    scaled = (
-        vals.reshape(nB, KB, NB, R // per_block, per_block, n, g)
-        * factor.transpose(0, 1, 3, 2, 4)[:, :, :, :, None, :, None]
-    )
+    wide = factor.transpose(0, 1, 3, 2, 4)[:, :, :, :, None, :, None]
+    scaled = vals.reshape(nB, KB, NB, R // per_block, per_block, n, g) * wide
+    # a NaN scale's own NaN, whatever the code (a NaN code's NaN must not win)
+    scaled = np.where(np.isnan(wide), wide, scaled)
     out = scaled.reshape(nB, KB, NB, R, n, g).transpose(0, 2, 1, 3, 5, 4)  # [k = 4r + j][n]
     if lay.step_bounds:  # a block: k_block rows [k][n], then a row of one bound per step
         nB, NBk, KBk = out.shape[:3]

@@ -17,7 +17,7 @@ import numba
 import numpy as np
 
 from . import ace, dispatch, instructions, native, plan
-from .formats import check_fp8_overflow, daz
+from .formats import any_nan, check_fp8_overflow, daz
 from .instructions import Instruction, Profile
 from .packing import PackedB, a_panels, exponent_range, int_absmax, pack_codes
 
@@ -321,13 +321,31 @@ class _Call:
         (``sb``: its MX block scales), C3 the result as the kernels see it. A blocked kernel reads
         B as packed, in slabs where it is not packed yet (:meth:`_run_blocked`); the superblock
         driver reads the layouts of its family (:meth:`_run_layouts`)."""
+        nan = self._nan_inputs(a_in, b, C3, sb)
         if self.kernel.blocked is not None:
-            self._run_blocked(a_in, b, C3)
+            self._run_blocked(a_in, b, C3, nan)
         else:
             packed = b if isinstance(b, PackedB) else pack_codes(b, self.isa, self.dtype, sb)
-            self._run_layouts(a_in, packed, C3)
+            self._run_layouts(a_in, packed, C3, nan)
 
-    def _run_blocked(self, a_in: np.ndarray, b: PackedB | np.ndarray, C3: np.ndarray) -> None:
+    def _nan_inputs(self, a_in: np.ndarray, b: PackedB | np.ndarray, C3: np.ndarray, sb) -> bool:
+        """Whether A, B, the C read or a block scale holds a NaN (``plan.make_plan``)."""
+        instr = self.instr
+        if not instr.is_float:
+            return False
+        if isinstance(b, PackedB):
+            b_nan, sb = b.holds_nan(), b.scales
+        else:
+            b_nan = instr.b.holds_nan(b)
+        scales = [s for s in (self.sa, sb) if s is not None]
+        return (
+            b_nan
+            or instr.a.holds_nan(a_in)
+            or (self.accumulate and C3.dtype.kind in "fc" and any_nan(C3))
+            or any(bool((np.asarray(s).view(np.uint8) == 0xFF).any()) for s in scales)  # E8M0's NaN
+        )
+
+    def _run_blocked(self, a_in: np.ndarray, b: PackedB | np.ndarray, C3: np.ndarray, nan: bool = False) -> None:
         """A blocked kernel (``tilegemm.kernels.blocked``): A as the caller gave it (codes, or
         float32 that the kernel rounds while packing it), B as packed. A B not yet packed is packed
         in slabs of whole K steps (``plan.slab_steps``), each run before the next is packed, so
@@ -338,7 +356,7 @@ class _Call:
         A = np.ascontiguousarray(a_in.reshape(nA, self.M, self.K))
         ia = _batch_index(self.a2[:-2], self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
-        p = plan.make_plan(kern, None, None, None, None)
+        p = plan.make_plan(kern, None, None, None, None, nan_inputs=nan)
         entry = p.entry
         assert entry is not None
         kc = plan.k_chunk(kern, self.M)
@@ -406,10 +424,13 @@ class _Call:
                 c_dirty = k1 < self.K and dirty()
         plan.record(kern, p.path if kern.family.needs_proof else "fast", stats, nthr)
 
-    def _run_layouts(self, a_in: np.ndarray, packed: PackedB, C3: np.ndarray) -> None:
+    def _run_layouts(self, a_in: np.ndarray, packed: PackedB, C3: np.ndarray, nan: bool = False) -> None:
         """The family's layouts, the plan and the driver's entry (inside the caller's thread
         setting: the packing passes are compiled)."""
         instr, family = self.instr, self.kernel.family
+        if nan and family.nans not in ("exact", "fast"):  # a family whose NaNs follow the rule
+            other = replace(self.kernel, family=dispatch.FAMILIES[family.nans])
+            return replace(self, kernel=other)._run_layouts(a_in, packed, C3, nan)
         a_batch = self.a2[:-2]
         nA = int(math.prod(a_batch))
         sa = None if self.sa is None else self.sa.reshape(nA, self.M, -1)
@@ -421,10 +442,10 @@ class _Call:
             c_range = exponent_range(C3, denormals=not instr.dst_daz) if self.accumulate else None
             b_range = packed.exponent_range(family.b_layout, instr.daz_inputs, self.options)
         codes = instr.option_codes(self.options)
-        p = plan.make_plan(self.kernel, None, a_range, b_range, c_range, codes)
+        p = plan.make_plan(self.kernel, None, a_range, b_range, c_range, codes, nan)
         if p.path == "fallback" and family.fallback is not None:  # the proof failed: the fallback runs
             other = replace(self.kernel, family=dispatch.FAMILIES[family.fallback])
-            return replace(self, kernel=other)._run_layouts(a_in, packed, C3)
+            return replace(self, kernel=other)._run_layouts(a_in, packed, C3, nan)
         ia = _batch_index(a_batch, self.batch)
         ib = _batch_index(self.b2[:-2], self.batch)
         family.run_prepare(instr, A, B, C3, ib, self.K)

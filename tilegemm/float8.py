@@ -45,7 +45,9 @@ def _table(ebits, mbits, ieee, shift):
 @functools.cache
 def decode_table(fmt: NumberFormat, dtype: type | str = np.float64) -> np.ndarray:
     """The value of every code 0..255 of an 8-bit float format as binary64, or as binary32
-    (``dtype``; exact too: every 8-bit float is a binary32 normal), read-only."""
+    (``dtype``; exact too: every 8-bit float is a binary32 normal), read-only. A NaN code's value
+    is the quiet NaN 0x7FC00000: every instruction that reads these tables writes the default NaN
+    for a NaN input (AMX-FP8, ACE's ``ieee_like``), so no payload is ever read."""
     mf = fmt.minifloat
     if mf is None:
         raise ValueError(f"format {fmt.name!r} is not an 8-bit float")

@@ -377,13 +377,44 @@ class NumberFormat:
         codes = np.asarray(codes)
         return codes.view(self.element).astype(np.float32) if self.is_float else codes.view(self.storage)
 
+    def holds_nan(self, x: np.ndarray) -> bool:
+        """Whether ``x`` holds a NaN: codes of this format, or float values a kernel rounds to it
+        (rounding makes no NaN of a number). The kernels' fast paths take a NaN only from a rule
+        where every NaN in flight is the default one (``docs/semantics.md``, "NaN bits")."""
+        x = np.asarray(x)
+        if not self.is_float or x.size == 0:
+            return False
+        if x.dtype.kind in "fc":
+            return any_nan(x)
+        flat = x.reshape(-1)
+        if self.name in _NAN_ABOVE:  # on the bits: no pass through ml_dtypes' slower ufuncs
+            above = _NAN_ABOVE[self.name]
+            flat = flat.view(np.uint16)
+
+            def test(part):
+                return (part & np.uint16(0x7FFF)) > above
+        else:
+
+            def test(part):
+                return np.isnan(self.decode(part))
+
+        # in slices, so that the scan's temporaries stay small beside the operands
+        return any(bool(test(flat[i : i + _SCAN]).any()) for i in range(0, flat.size, _SCAN))
+
+
+def any_nan(x: np.ndarray) -> bool:
+    """Whether a float or complex array holds a NaN, scanned in slices so that the temporaries
+    stay small beside the array."""
+    flat = np.asarray(x).reshape(-1)
+    return any(bool(np.isnan(flat[i : i + _SCAN]).any()) for i in range(0, flat.size, _SCAN))
+
 
 def exact_start(c, acc: np.dtype, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """A start C as an ``acc`` array, refusing what the conversion would change: another shape
     than ``shape`` (no broadcasting or reshaping), or a value ``acc`` does not hold exactly (a
     fraction for int32, an int32 overflow, a float32 C for a binary16 accumulator with a value
     that rounds, an imaginary part for a real accumulator). ``ValueError`` names the first such
-    element; NaN stays NaN (payloads are not compared)."""
+    element; a NaN stays a NaN (a float64 one keeps its sign and the top of its payload)."""
     c = np.asarray(c)
     acc = np.dtype(acc)
     if shape is not None and c.shape != tuple(shape):
@@ -497,6 +528,11 @@ class ComplexFormat(NumberFormat):
         out.real, out.imag = re, im
         return out
 
+
+#: Elements per slice of :meth:`NumberFormat.holds_nan`'s scan.
+_SCAN = 1 << 16
+#: 16-bit formats whose NaNs are the magnitudes above infinity's code.
+_NAN_ABOVE = {"bf16": np.uint16(0x7F80), "fp16": np.uint16(0x7C00)}
 
 BF16 = NumberFormat(
     "bf16",

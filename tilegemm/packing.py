@@ -114,6 +114,12 @@ class PackedB:
         blocks = self.data.view(instr.b.storage)
         return blocks.reshape(blocks.shape[:-1] + (TILE_N, instr.group))
 
+    def holds_nan(self) -> bool:
+        """Whether B holds a NaN (found once, kept)."""
+        if "nan" not in self._tables:
+            self._tables["nan"] = np.array(self.instruction.b.holds_nan(self.data.view(self.instruction.b.storage)))
+        return bool(self._tables["nan"])
+
     def unpack(self) -> np.ndarray:
         """B back in row-major form, as the rounded values the kernels multiply."""
         instr = self.instruction

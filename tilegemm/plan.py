@@ -297,17 +297,35 @@ def threads_for(macs: int, requested: int | None) -> int | None:
 
 
 def make_plan(
-    kernel: Kernel, threads: int | None, a_range: Range, b_range: Range, c_range: Range, codes: tuple[int, ...] = ()
+    kernel: Kernel,
+    threads: int | None,
+    a_range: Range,
+    b_range: Range,
+    c_range: Range,
+    codes: tuple[int, ...] = (),
+    nan_inputs: bool = False,
 ) -> Plan:
     """The plan for one call of ``kernel`` on operands with these exponent ranges (a blocked
     kernel needs none: it applies the rule per block), with the switches' ``codes`` (0: the
     default reading; a family without :attr:`~tilegemm.kernels.families.Family.fast_switches`
-    runs any other on its exact entry)."""
-    if kernel.blocked is not None:
-        return Plan(kernel, FORCED_PATH or "blocks", threads)
+    runs any other on its exact entry).
+
+    ``nan_inputs``: an operand (or a block scale) holds a NaN. A fast body's hardware FMA and add
+    return whichever NaN operand the compiler placed first (LLVM treats both as commutative), so
+    such a call runs the exact entry, which takes each NaN from the rule (``exact.nan_fma32``),
+    unless the family's fast body applies the rule itself (:attr:`Family.nans`). Without a NaN
+    input, every NaN in flight is the default NaN an invalid operation made, and the order
+    cannot show."""
     family = kernel.family
+    nan_exact = nan_inputs and family.nans == "exact"
+    if kernel.blocked is not None:
+        return Plan(kernel, FORCED_PATH or ("exact" if nan_exact else "blocks"), threads)
     unproven = "fallback" if family.fallback is not None else "exact"
-    if (FORCED_PATH is not None and family.needs_proof) or (not family.fast_switches and any(codes)):
+    if (
+        (FORCED_PATH is not None and family.needs_proof)
+        or (not family.fast_switches and any(codes))
+        or (nan_exact and family.needs_proof)
+    ):
         return Plan(kernel, unproven, threads)
     proven = not family.needs_proof or fast_path_ok(kernel.instruction, a_range, b_range, c_range, family.a_layout)
     return Plan(kernel, "fast" if proven else unproven, threads)

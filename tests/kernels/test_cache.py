@@ -34,11 +34,16 @@ def test_packing_and_ufunc_stamps_cover_the_kernel_modules_they_inline():
     loop. A ufunc's cache hangs off its dispatcher's ``cache``, an njit function's off ``_cache``."""
     from tilegemm import convert, float8
     from tilegemm.kernels import exact, rounding
+    from tilegemm.kernels import isa as kisa
+    from tilegemm.reference import binary32, isa
 
     for disp, deps in (
         (convert.pack_a_float, [rounding]),
         (convert.f32_round_fp16.ufunc._dispatcher, [rounding]),
         (float8._pack_a, [exact]),
+        # the reference's ufuncs run the kernels' scalar arithmetic (the NaN rule included)
+        (binary32.fma32_read.ufunc._dispatcher, [exact, rounding]),
+        (isa._fma32_bits.ufunc._dispatcher, [kisa, exact, rounding]),
     ):
         cache = getattr(disp, "_cache", None) or disp.cache
         own = cache._impl.locator.get_source_stamp()

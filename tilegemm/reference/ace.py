@@ -28,11 +28,15 @@ from ..ace import E8M0_NAN
 from ..formats import NumberFormat, daz
 from ..kernels import ace as _k
 from ..kernels import exact as _exact
+from ..kernels import rounding
 from ..kernels._cache import lazy_vectorize
 from .amx import wrap32
 from .binary32 import INDEF, add32_read, add32_x86, fma32_read, fma32_x86
 from .fp8 import FINITE, NAN, POS_INF, fix, kinds
 from .trace import Op
+
+# The kernel modules the ufuncs inline: a change to one recompiles the cached code.
+_DEPENDS = (_k, _exact, rounding)
 
 __all__ = [
     "TILE",
@@ -118,7 +122,7 @@ def _shift(fmt: NumberFormat) -> int:
     return fmt.minifloat.fix_shift if fmt.minifloat is not None else fmt.fixed_point
 
 
-@lazy_vectorize(["float32(int64, int64, int64)"])
+@lazy_vectorize(["float32(int64, int64, int64)"], _DEPENDS)
 def _round_limbs(hi, lo, e):
     return _exact.round_scaled(hi, lo, e)
 
@@ -204,7 +208,7 @@ def top4mx(
     return top4mx_rows(c, a, b, sa, sb, fa, fb, **switches)
 
 
-@lazy_vectorize(["uint32(uint32, uint32, uint32)"])
+@lazy_vectorize(["uint32(uint32, uint32, uint32)"], _DEPENDS)
 def _fma32_ieee_bits(a, b, c):
     return _k.x86_fma(a, b, c, True)
 

@@ -7,8 +7,10 @@ sign (``docs/semantics.md``, "Rounding"). They are ufuncs over the scalar functi
 ``tilegemm.kernels.exact``: the reference and the kernels' exact path run one implementation of
 the rounding, and ``tests/test_reference.py`` checks it against exact rational arithmetic.
 
-``fma32_x86`` / ``add32_x86`` add the NaN an x86 core returns (which operand's payload, or the
-default NaN), for references that spell NaN results out bit for bit (AMX-COMPLEX).
+A NaN result is the one an x86 core returns (``docs/semantics.md``, "NaN bits"): the scalar
+functions apply the rule themselves (``exact.nan_fma32``, ``exact.nan_add32``). ``fma32_x86`` and
+``add32_x86`` spell the same rule out in NumPy, with the negated product AMX-COMPLEX needs; the
+tests hold the two spellings to each other.
 """
 
 from __future__ import annotations
@@ -16,19 +18,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats import daz
-from ..kernels import exact
+from ..kernels import exact, rounding
 from ..kernels._cache import lazy_vectorize
+
+# The kernel modules the ufuncs inline: a change to one recompiles the cached code.
+_DEPENDS = (exact, rounding)
 
 __all__ = ["fma32", "add32", "daz", "fma32_read", "add32_read", "fma32_x86", "add32_x86", "quiet", "INDEF"]
 
 
-@lazy_vectorize(["float32(float32, float32, float32)"])
+@lazy_vectorize(["float32(float32, float32, float32)"], _DEPENDS)
 def fma32_read(a, b, c):
     """fma32 on operands already read (DAZ applied where the instruction applies it)."""
     return exact.fma32(a, b, c)
 
 
-@lazy_vectorize(["float32(float32, float32)"])
+@lazy_vectorize(["float32(float32, float32)"], _DEPENDS)
 def add32_read(x, y):
     """add32 on operands already read."""
     return exact.add32(x, y)
@@ -68,16 +73,14 @@ def quiet(x) -> np.ndarray:
 
 def fma32_x86(a, b, c, *, negate_product: bool = False) -> np.ndarray:
     """``fma32`` on operands already read, with the NaN x86 returns: a or b NaN -> the first of
-    them, quieted; else Inf * 0 -> INDEF (even when c is NaN); else c NaN -> c quieted; else a new
-    NaN (Inf - Inf) -> INDEF. ``negate_product`` computes ``-(a*b) + c``, a NaN operand keeping
-    its sign. Broadcasts like a ufunc."""
+    them, quieted; else c NaN -> c quieted, even when a * b is Inf * 0; else a new NaN (Inf * 0,
+    Inf - Inf) -> INDEF. ``negate_product`` computes ``-(a*b) + c``, a NaN operand keeping its
+    sign. Broadcasts like a ufunc."""
     a, b, c = np.broadcast_arrays(np.asarray(a, np.float32), np.asarray(b, np.float32), np.asarray(c, np.float32))
     with np.errstate(all="ignore"):
         r = fma32_read(-a if negate_product else a, b, c)
-        inf_times_zero = (np.isinf(a) & (b == 0)) | ((a == 0) & np.isinf(b))
     out = np.where(np.isnan(r), _value(INDEF), r)
     out = np.where(np.isnan(c), quiet(c), out)
-    out = np.where(inf_times_zero, _value(INDEF), out)
     out = np.where(np.isnan(b), quiet(b), out)
     out = np.where(np.isnan(a), quiet(a), out)
     return np.asarray(out, np.float32)

@@ -24,9 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels import exact, rounding
 from ..kernels import isa as _k
 from ..kernels._cache import lazy_vectorize
 from .amx import pad_k, wrap32
+
+# The kernel modules the ufuncs inline: a change to one recompiles the cached code.
+_DEPENDS = (_k, exact, rounding)
 
 __all__ = [
     "vpdpbusd_gemm",
@@ -40,12 +44,12 @@ __all__ = [
 ]
 
 
-@lazy_vectorize(["uint32(uint32, uint32, uint32)"])
+@lazy_vectorize(["uint32(uint32, uint32, uint32)"], _DEPENDS)
 def _fma32_bits(a, b, c):
     return _k.f32_to_bits(_k.fma32_ieee(_k.f32_from_bits(a), _k.f32_from_bits(b), _k.f32_from_bits(c)))
 
 
-@lazy_vectorize(["uint16(uint16, uint16, uint16)"])
+@lazy_vectorize(["uint16(uint16, uint16, uint16)"], _DEPENDS)
 def _fma16_bits(a, b, c):
     return _k.f16_to_bits(_k.fma16(_k.f16_from_bits(a), _k.f16_from_bits(b), _k.f16_from_bits(c)))
 

@@ -23,11 +23,12 @@ def test_bitdiff_16_bit_floats(dtype):
     d = tilegemm.bitdiff(x, y)
     assert (d.count, d.max_ulp) == (3, 2)
     nan2 = x.copy()
-    nan2.view(np.uint16)[2] ^= 1  # another NaN payload: not a difference
-    assert tilegemm.bitdiff(x, nan2).identical
+    nan2.view(np.uint16)[2] ^= 1  # another NaN payload: a difference, counted apart too
+    d = tilegemm.bitdiff(x, nan2)
+    assert (d.count, d.nan_payloads, d.first) == (1, 1, (2,))
     nan2[0] = np.nan
     d = tilegemm.bitdiff(x, nan2)
-    assert d.count == 1 and d.nan_mismatch.tolist() == [[0]]
+    assert d.count == 2 and d.nan_payloads == 1 and d.nan_mismatch.tolist() == [[0]]
 
 
 def test_bitdiff_refuses_mixed_dtypes():

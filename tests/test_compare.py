@@ -11,25 +11,26 @@ import tilegemm
 f32 = np.float32
 
 
-def test_nan_payloads_are_counted_apart():
-    """Another NaN payload (or a NaN's sign) is not in ``count``, but it is counted and said."""
+def test_nan_payloads_differ_and_are_counted_apart():
+    """Another NaN payload (or a NaN's sign) is a difference, and it is also counted on its own."""
     a = np.array([1.0, np.nan, -0.0, np.inf, np.nan], f32)
     b = a.copy()
     b.view(np.uint32)[1] = 0x7FC12345  # another payload
     d = tilegemm.bitdiff(a, b)
-    assert d.identical and not d and d.count == 0 and d.nan_payloads == 1
-    assert str(d) == "identical but for NaN payloads (5 elements, 1 NaN differing in payload or sign)"
+    assert not d.identical and d and d.count == 1 and d.nan_payloads == 1 and d.first == (1,)
+    assert str(d) == "1 of 5 elements differ (20.00%), only in NaN payload or sign, first at (1,)"
     b.view(np.uint32)[4] = 0xFFC00000  # the default NaN: another sign
     b[0] = 2.0
     d = tilegemm.bitdiff(a, b)
-    assert d.count == 1 and d.nan_payloads == 2 and "2 NaNs differing in payload or sign" in str(d)
+    assert d.count == 3 and d.nan_payloads == 2 and "2 NaNs differing in payload or sign" in str(d)
     assert (
         tilegemm.bitdiff(a, a.copy()).nan_payloads == 0 and str(tilegemm.bitdiff(a, a)) == "bit-identical (5 elements)"
     )
     c = np.array([complex(np.nan, 1)], np.complex64)
     e = c.copy()
     e.view(np.uint32)[0] = 0x7FC00001
-    assert tilegemm.bitdiff(c, e).nan_payloads == 1
+    d = tilegemm.bitdiff(c, e)
+    assert d.nan_payloads == 1 and d.count == 1
 
 
 @pytest.mark.parametrize(

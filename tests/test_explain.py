@@ -405,3 +405,23 @@ def test_bench_table_aligns_long_profile_names():
     ]
     lines = benchmark.format_table(rows).splitlines()
     assert len({ln.index(" 64 ") for ln in lines[2:]}) == 1
+
+
+def test_nan_payloads_are_differences_and_the_reproducer_keeps_them():
+    """TDPBF16PS adds its chains ``add32(e, o)``: the even chain's Inf * 0 (the default NaN) wins.
+    VDPBF16PS runs the odd NaN into C first, and a NaN C wins over Inf * 0: A's odd NaN."""
+    import ml_dtypes
+
+    a = np.uint16([[0x7F80, 0x7FC2]]).view(ml_dtypes.bfloat16)
+    b = np.uint16([[0x0000], [0x3F80]]).view(ml_dtypes.bfloat16)
+    e = tilegemm.explain(a, b, isa=("amx", "avx512"))
+    assert e.diff.count == 1 and e.diff.nan_payloads == 1
+    text = str(e)
+    assert "0xffc00000" in text and "0x7fc20000" in text and "differ in payload or sign: 1" in text
+    scope: dict = {}
+    code = e.reproducer.code()
+    assert "np.uint16" in code  # the NaN spelled as bits, payload included
+    lines = code.splitlines()
+    exec("\n".join(lines[:3]), scope)
+    got = [tilegemm.matmul(scope["a"], scope["b"], "bf16", isa=i).view(np.uint32)[0, 0] for i in ("amx", "avx512")]
+    assert [hex(g) for g in got] == ["0xffc00000", "0x7fc20000"]

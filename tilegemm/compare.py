@@ -1,10 +1,9 @@
 """``bitdiff``: the one way tilegemm compares two results.
 
-Two results agree when every non-NaN element has the same bit pattern (so +0 and -0 differ) and
-both have NaN in the same places; NaN payloads are not part of that verdict (docs/semantics.md,
-section 8), but they are counted on their own (``nan_payloads``: NaNs on both sides whose bits
-differ), so that a payload rule that differs shows. Tests, the demo and users validating their own
-ports all go through this function.
+Two results agree when every element has the same bit pattern: +0 and -0 differ, and so do two
+NaNs of another sign or payload (docs/semantics.md, section 8). Those NaN-against-NaN differences
+are also counted on their own (``nan_payloads``), so that a NaN rule that differs reads as such.
+Tests, the demo and users validating their own ports all go through this function.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ class BitDiff:
     Attributes
     ----------
     count : int
-        Elements whose bits differ (a NaN-mask disagreement counts; two NaNs do not).
+        Elements whose bits differ (two NaNs of other bits included).
     total : int
         Elements compared.
     max_ulp : int
@@ -39,8 +38,8 @@ class BitDiff:
     first : tuple or None
         Index of the first differing element, for messages.
     nan_payloads : int
-        Elements that are NaN on both sides with different bits (payload or sign); not in
-        ``count``.
+        Of ``count``, the elements that are NaN on both sides with different bits (payload or
+        sign).
     """
 
     count: int
@@ -67,9 +66,12 @@ class BitDiff:
         n = self.nan_payloads
         payloads = f", {n} NaN{'s' if n > 1 else ''} differing in payload or sign" if n else ""
         if self.identical:
-            if self.nan_payloads:
-                return f"identical but for NaN payloads ({self.total} elements{payloads})"
             return f"bit-identical ({self.total} elements)"
+        if n == self.count:
+            return (
+                f"{n} of {self.total} elements differ ({self.share:.2%}), only in NaN payload or sign, "
+                f"first at {self.first}"
+            )
         flips = f", {self.sign_flips} of opposite sign" if self.sign_flips else ""
         return (
             f"{self.count} of {self.total} elements differ ({self.share:.2%}), max {self.max_ulp} ulp"
@@ -93,7 +95,7 @@ def _float_part(x: np.ndarray, y: np.ndarray):
     nx, ny = np.isnan(x.astype(wide)), np.isnan(y.astype(wide))
     both = ~nx & ~ny
     bx, by = x.view(uint), y.view(uint)
-    differ = ((bx != by) & both) | (nx != ny)
+    differ = (bx != by) | (nx != ny)
     ox, oy = _ordered(bx), _ordered(by)
     opposite = both & (np.sign(ox) * np.sign(oy) < 0)
     ulp = np.where(both & ~opposite, np.abs(ox - oy), 0)

@@ -27,6 +27,7 @@ Nothing here computes a result of its own: the kernels and the reference do.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -89,8 +90,14 @@ class Reproducer:
         a_dt, b_dt = self.a.dtype, self.b.dtype
 
         def arr(x, dt):
-            vals = [_num(v) for v in x.reshape(-1)]
             shape = x.shape
+            if np.dtype(dt).kind not in "iu" and np.isnan(x.astype(np.float64)).any():
+                # a NaN's payload and sign are bits of the case: spell the elements as bits
+                width = np.dtype(dt).itemsize
+                bits = [f"0x{int(v):0{2 * width}x}" for v in np.ascontiguousarray(x).view(_UINTS[width]).reshape(-1)]
+                uint = f"np.uint{8 * width}"
+                return f"np.array([{', '.join(bits)}], {uint}).view({_np_name(dt)}).reshape{shape}"
+            vals = [_num(v) for v in x.reshape(-1)]
             return f"np.array({vals}, {_np_name(dt)}).reshape{shape}"
 
         lines = ["import numpy as np, tilegemm", f"a = {arr(self.a, a_dt)}", f"b = {arr(self.b, b_dt)}"]
@@ -138,6 +145,8 @@ class Explanation:
             lines.append(f"{x} and {y} are encodings of the same instructions: identical bits by definition")
         d = self.diff
         lines.append(f"outputs whose bits differ: {d.count} of {d.total} ({d.share:.2%})")
+        if d.nan_payloads:
+            lines.append(f"  of them, NaNs on both sides that differ in payload or sign: {d.nan_payloads}")
         for key, value in self.distribution.items():
             lines.append(f"  {key}: {value}")
         if self.index is None:
@@ -275,9 +284,14 @@ def _sides(dtype: str | tuple[str, str]) -> tuple[str, str]:
 
 
 def _read(instr, x, operand, dtype):
-    """``x`` as ``instr`` reads it: its format's values (float) or elements (integer)."""
+    """``x`` as ``instr`` reads it: its format's values (float) or elements (integer). Float
+    operands holding a NaN stay the format's own elements: a value passed on as float32 would be
+    rounded to the format again, which keeps a NaN but not its payload."""
     fmt = getattr(instr, operand)
-    return fmt.decode(fmt.to_codes(x, operand, dtype)) if fmt.is_float else fmt.to_element(x, operand, dtype)
+    if not fmt.is_float:
+        return fmt.to_element(x, operand, dtype)
+    codes = fmt.to_codes(x, operand, dtype)
+    return codes.view(fmt.element) if fmt.holds_nan(codes) else fmt.decode(codes)
 
 
 def _pair(isa) -> tuple[str, str]:
@@ -324,8 +338,8 @@ def _num(v):
 def _same(u, v) -> bool:
     if isinstance(u, float) or isinstance(v, float):
         u, v = float(u), float(v)
-        if math.isnan(u) or math.isnan(v):
-            return math.isnan(u) and math.isnan(v)
+        if math.isnan(u) or math.isnan(v):  # NaN bits are bits: sign and payload too
+            return struct.pack("<d", u) == struct.pack("<d", v)
         return u == v and math.copysign(1, u) == math.copysign(1, v)
     return u == v
 
@@ -675,6 +689,9 @@ def _shrink(best, row, col, dtypes, isas, switches, cause, budget=120):
 
 
 # -- rendering ---------------------------------------------------------------------------------
+
+
+_UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _np_name(dt) -> str:

@@ -29,6 +29,7 @@ def _llvm():
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    llvm.initialize_native_asmparser()  # the programs' inline assembly (VFMADD231PS's operand order)
     return llvm
 
 

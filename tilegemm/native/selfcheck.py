@@ -3,8 +3,9 @@
 For every instruction record (:data:`tilegemm.instructions.INSTRUCTIONS`) this host can run
 natively (:func:`tilegemm.native.usable`: its CPU flags, and for tiles the kernel's permission),
 the same operands go through ``tilegemm.matmul`` twice, ``backend="emulated"`` and
-``backend="native"``, and every output is compared with :func:`tilegemm.bitdiff` (bits, NaN
-mask). Operands come in adversarial families, generated per number format from a fixed seed:
+``backend="native"``, and every output is compared with :func:`tilegemm.bitdiff` (all its bits,
+NaN signs and payloads included; payload-only differences are also counted apart). Operands
+come in adversarial families, generated per number format from a fixed seed:
 
 - float formats: ``denormals`` (inputs below the format's normal range, products near binary32's),
   ``tininess`` (products and accumulators at 2^-126, where tininess after rounding decides),
@@ -245,7 +246,7 @@ class Result:
     by_family: dict = field(default_factory=dict)
     failures: list = field(default_factory=list)
     nans: int = 0  # outputs NaN on both sides
-    nan_payloads: int = 0  # of those, NaNs whose payload or sign differs (not in ``identical``)
+    nan_payloads: int = 0  # of those, NaNs whose payload or sign differs (also not ``identical``)
 
     @property
     def ok(self) -> bool:
@@ -321,8 +322,8 @@ def main(quick: bool = False, out=sys.stdout, seed: int = 0) -> int:
             continue
         res = check(instr, target, seed)
         fams = ", ".join(f"{f} {ok:,}/{n:,}" for f, (ok, n) in res.by_family.items())
-        # NaN payloads are reported beside the verdict, not in it: the emulation's NaN rule is
-        # not yet the silicon's, and a new host's rule shows here at once.
+        # NaN payloads are in the verdict and also reported apart: a host whose silicon has
+        # another NaN rule (a new AMX part, say) shows it at once, as such.
         payloads = (
             f"; NaN payload or sign differs in {res.nan_payloads:,} of {res.nans:,} NaN outputs" if res.nans else ""
         )

@@ -15,8 +15,8 @@ tile load reads. What one group does is the instruction's :data:`STEPS` entry:
 - ``pmaddubsw``: AVX2's VPMADDUBSW (pairs saturated to int16), VPMADDWD by ones and VPADDD, on
   two 256-bit halves of the row.
 - ``fma_bf16`` / ``fma_fp16``: the 16-bit floats widened exactly (VCVTPH2PS for FP16) and one
-  VFMADD231PS per K element, even then odd; the padding element of an odd K is not run, since
-  fma(+0, +0, -0) would turn a -0 into +0.
+  VFMADD231PS per K element, even then odd, as inline assembly with A's element as src2; the
+  padding element of an odd K is not run, since fma(+0, +0, -0) would turn a -0 into +0.
 
 Four rows run together (four independent accumulator chains hide the instruction's latency);
 C rows go through a stack copy so an edge block never touches memory past its columns.
@@ -110,14 +110,33 @@ def _row_fma(widen):
         L(f"  %{t}.aod{i} = trunc {_I32} %{t}.ash{i} to <16 x i16>")
         widen(L, f"%{t}.ae{i}", f"%{t}.aev{i}")
         widen(L, f"%{t}.ao{i}", f"%{t}.aod{i}")
-        L(f"  %{t}.e{i} = call {_F32} @llvm.fma.v16f32({_F32} %{t}.ae{i}, {_F32} %{t}.bwe, {_F32} %{t}.acc{i})")
-        L(f"  %{t}.o{i} = call {_F32} @llvm.fma.v16f32({_F32} %{t}.ao{i}, {_F32} %{t}.bwo, {_F32} %{t}.e{i})")
+        _vfmadd231ps(L, f"%{t}.e{i}", f"%{t}.ae{i}", f"%{t}.bwe", f"%{t}.acc{i}")
+        _vfmadd231ps(L, f"%{t}.o{i}", f"%{t}.ao{i}", f"%{t}.bwo", f"%{t}.e{i}")
         L(f"  %{t}.next{i} = select i1 %{t}.skip, {_F32} %{t}.e{i}, {_F32} %{t}.o{i}")
 
     return row
 
 
-_FMA_DECL = (f"declare {_F32} @llvm.fma.v16f32({_F32}, {_F32}, {_F32})",)
+_FMA_DECL: tuple[str, ...] = ()
+_F8 = "<8 x float>"
+_YMM_LO, _YMM_HI = ", ".join(f"i32 {i}" for i in range(8)), ", ".join(f"i32 {i}" for i in range(8, 16))
+
+
+def _vfmadd231ps(L, out: str, a: str, b: str, acc: str) -> None:
+    """``out = a * b + acc`` on 16 lanes through VFMADD231PS itself, A's element as src2 and B's as
+    src3 (``dst = src2 * src3 + dst``), on two ymm halves (every target with FMA has ymm). An
+    ``llvm.fma`` call would let LLVM commute the multiplicands, which decides between two NaN
+    operands (docs/semantics.md, "NaN bits"): the program would not ask the silicon one question."""
+    for h, idx in (("lo", _YMM_LO), ("hi", _YMM_HI)):
+        for name, v in (("a", a), ("b", b), ("c", acc)):
+            L(f"  {out}.{name}{h} = shufflevector {_F32} {v}, {_F32} poison, <8 x i32> <{idx}>")
+        L(
+            f'  {out}.{h} = call {_F8} asm "vfmadd231ps $2, $1, $0", "=x,x,x,0"'
+            f"({_F8} {out}.a{h}, {_F8} {out}.b{h}, {_F8} {out}.c{h})"
+        )
+    L(f"  {out} = shufflevector {_F8} {out}.lo, {_F8} {out}.hi, <16 x i32> <{_ALL16}>")
+
+
 _VNNI = "llvm.x86.avx512.vpdpbusd.512", "llvm.x86.avx512.vpdpbusds.512"
 
 #: Per kind: (accumulator type, declarations, B row preparation, one row's step).

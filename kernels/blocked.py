@@ -61,8 +61,9 @@ P_FAST, P_FASTC, P_FLAG, P_REDO, P_EXACT = range(5)
 #: 2 the scalar exact path for every step.
 FORCE_NONE, FORCE_FLAG, FORCE_EXACT = 0, 1, 2
 #: Block exponent table values (besides biased exponents 1..254): no non-zero finite value in the
-#: block, and a block holding a BF16 denormal.
-NO_VALUE, DENORMAL = 255, -1
+#: block, and a block holding a BF16 denormal or a NaN (its steps run the exact path). ``A_NAN``:
+#: the ``amin`` of a group of A rows holding a NaN (the same).
+NO_VALUE, DENORMAL, A_NAN = 255, -1, -2
 
 #: The compile target's row of the per-target table (targets without a row never call these
 #: entry points: they run the superblock loop of gemm.py).
@@ -72,8 +73,11 @@ _P = PLAN if PLAN is not None else targets.TABLE[0]
 
 @njit(inline="always")
 def _exponent(bits):
-    """Biased exponent of binary32 bits, NO_VALUE for zeros, denormals, infinities and NaN."""
+    """Biased exponent of binary32 bits, NO_VALUE for zeros, denormals and infinities, A_NAN for
+    a NaN (below every exponent, so that the smallest marks the rows)."""
     e = np.int32((bits >> np.uint32(23)) & np.uint32(0xFF))
+    if e == 255 and (bits & np.uint32(0x7FFFFF)) != 0:
+        return np.int32(A_NAN)
     return np.int32(NO_VALUE) if (e == 0 or e == 255) else e
 
 
@@ -104,7 +108,7 @@ def pack_a_float(A, a_f32, fp16, ai, a_k0, m0, m1, nrows, k0, kn, width, lda, ab
 
     ``A`` is uint16: BF16/FP16 codes, or (``a_f32``) float32 bit patterns as two halves each,
     rounded here (RNE) to the format. One flat loop per row over 0-based slices, so that it
-    vectorizes."""
+    vectorizes. Rows holding a NaN get ``amin`` A_NAN: their steps run the exact path."""
     w = 2 if a_f32 else 1
     for s in range(nrows // R):
         lo = np.int32(NO_VALUE)
@@ -175,7 +179,11 @@ def _flush_add(C, c_off, ldc, S, lds, rows, cols):
     for r in range(rows):
         for n in range(cols):
             c = c_off + r * ldc + n
-            C[c] = _ftz(C[c] + S[r * lds + n])
+            x, y = C[c], S[r * lds + n]
+            s = x + y
+            # C's NaN (from an exact step) wins over the step's default NaN whatever order the
+            # compiler gave the add
+            C[c] = exact.nan_add32(x, y) if s != s else _ftz(s)
 
 
 @njit(inline="always")
@@ -232,6 +240,7 @@ def _float_job(dot, fp16, body, flag_rows):
         npan = -(-(j1 - j0) // NR)
         dirty = np.empty((-(-(i1 - i0) // R), npan), np.bool_)
         dirty[:] = c_dirty
+        cnan = np.zeros((-(-(i1 - i0) // R), npan), np.bool_)  # an exact step may have left a NaN
         scratch = np.zeros(R * NR, np.float32)
         sums = np.zeros(R * NR, np.float32)
         KB = -(-k // (2 * PAIRS))
@@ -322,10 +331,14 @@ def _float_job(dot, fp16, body, flag_rows):
                                     dens = dens or e < 0
                                     ebs = min(ebs, e) if e >= 0 else ebs
                                 g_ok = force == FORCE_NONE and amin[s] + ebs - BIAS >= -126
-                                if force == FORCE_EXACT or dens:
+                                if force == FORCE_EXACT or dens or amin[s] == A_NAN:
                                     path = P_EXACT
                                 elif g_ok and not dot and drt:
                                     path = P_FASTC
+                                elif cnan[sj, q] and not dot:
+                                    # C may hold an input's NaN: the flag body's add into C
+                                    # could return the step's default NaN instead
+                                    path = P_EXACT
                                 elif g_ok and not drt and (not dot or npairs == PAIRS):
                                     path = P_FAST
                                 else:
@@ -362,6 +375,8 @@ def _float_job(dot, fp16, body, flag_rows):
                                         )
                                         st[P_REDO] += 1
                             drt = drt or path == P_EXACT or path == P_FLAG
+                            if path == P_EXACT:
+                                cnan[sj, q] = True
                             st[path] += n
                             s_ += n
                         dirty[sj, q] = drt

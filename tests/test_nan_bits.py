@@ -288,3 +288,32 @@ def test_nan_heavy_onednn_profile_equals_its_reference(frac):
             want = reference.matmul(a, b, isa="onednn", onednn_threads=threads)
             assert np.isnan(want.astype(np.float32)).any()
             assert np.array_equal(_bits(got), _bits(want)), (M, K, N, threads)
+
+
+@pytest.mark.parametrize("isa,dt", [("amx", "bf16"), ("amx", "fp16"), ("avx512", "bf16")])
+def test_sparse_nans_send_only_their_blocks_to_the_exact_path(isa, dt):
+    """The blocked kernels run the steps of A's row groups and B's blocks that hold a NaN exactly
+    and the rest fast; every output's bits are still the reference's, C's NaN winning the later
+    steps' default NaNs (Inf * 0 in B's last rows)."""
+    from tilegemm import plan
+
+    rng = np.random.default_rng(12)
+    M, K, N = 100, 300, 70
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    a[7, 3] = _f32(0x7FC12345)[0]  # a NaN early in K: C holds it through the later steps
+    b[150, 40] = _f32(0x7FC54321)[0]  # rounds to BF16/FP16's quiet NaN 0x7FC0... / 0x7E00
+    a[50, 290:] = np.inf  # Inf * 0 in a late step: the default NaN meets C's
+    b[290:, :] = 0.0
+    a[7, 290] = np.inf
+    with plan.recording() as r:
+        got = tilegemm.matmul(a, b, dt, isa=isa)
+    counts = r.counts()
+    assert counts["fast"] > 0 and counts["exact"] > 0, counts
+    want = reference.matmul(a, b, dt, isa=isa)
+    assert np.array_equal(_bits(got), _bits(want)), np.argwhere(_bits(got) != _bits(want))[:3]
+    assert np.isnan(want[7]).all() and np.isnan(want[:, 40]).all()
+    # row 50, column 40: B's NaN from step 4 in C, then Inf * 0's default NaN in the last step:
+    # C's wins (a C read first in add32); the kernels ran that step fast, through C's own add
+    assert hex(int(_bits(want)[50, 40])) == "0x7fc00000"
+    assert counts["fast, flushed add"] + counts["flag"] > 0, counts

@@ -321,10 +321,13 @@ class _Call:
         (``sb``: its MX block scales), C3 the result as the kernels see it. A blocked kernel reads
         B as packed, in slabs where it is not packed yet (:meth:`_run_blocked`); the superblock
         driver reads the layouts of its family (:meth:`_run_layouts`)."""
-        nan = self._nan_inputs(a_in, b, C3, sb)
         if self.kernel.blocked is not None:
-            self._run_blocked(a_in, b, C3, nan)
+            # The blocked kernels send the steps of A's rows and B's blocks that hold a NaN to
+            # their exact path themselves; a NaN in the caller's C sends the whole call.
+            c_nan = self.accumulate and self.instr.is_float and any_nan(C3)
+            self._run_blocked(a_in, b, C3, c_nan)
         else:
+            nan = self._nan_inputs(a_in, b, C3, sb)
             packed = b if isinstance(b, PackedB) else pack_codes(b, self.isa, self.dtype, sb)
             self._run_layouts(a_in, packed, C3, nan)
 

@@ -261,7 +261,8 @@ def block_exponents(codes, fp16, out):
     ``codes``: (nB, KB, NB, 512) uint16, one tile block per (kb, nb); ``out``: (nB, KB, NB) int16,
     set to the smallest biased binary32 exponent of the block's non-zero finite values as the
     instruction reads them (BF16 with DAZ, FP16 widened exactly), 255 where there is none, and -1
-    for a BF16 block holding a denormal (the blocked kernels send it to their exact path)."""
+    for a BF16 block holding a denormal or a block holding a NaN (the blocked kernels send it to
+    their exact path: a fast body's FMA picks between two NaNs by the compiler's operand order)."""
     nB, KB, NB = out.shape
     for job in prange(nB * KB):
         b = job // KB
@@ -270,6 +271,7 @@ def block_exponents(codes, fp16, out):
             blk = codes[b, kb, nb]
             lo = 255
             den = False
+            nan_above = np.uint32(0x7C00) if fp16 else np.uint32(0x7F80)
             if fp16:
                 for i in range(blk.size):
                     e = np.int32((rounding.fp16_to_f32(blk[i]) >> np.uint32(23)) & np.uint32(0xFF))
@@ -280,6 +282,8 @@ def block_exponents(codes, fp16, out):
                     e = np.int32((h >> np.uint32(7)) & np.uint32(0xFF))
                     den = den or (e == 0 and (h & np.uint32(0x7F)) != 0)
                     lo = min(lo, 255 if (e == 0 or e == 255) else e)
+            for i in range(blk.size):
+                den = den or (np.uint32(blk[i]) & np.uint32(0x7FFF)) > nan_above
             out[b, kb, nb] = -1 if den else lo
 
 

@@ -327,7 +327,8 @@ class _Call:
             c_nan = self.accumulate and self.instr.is_float and any_nan(C3)
             self._run_blocked(a_in, b, C3, c_nan)
         else:
-            nan = self._nan_inputs(a_in, b, C3, sb)
+            # a family whose fast body takes NaNs by rule needs no scan of the operands
+            nan = self.kernel.family.nans != "fast" and self._nan_inputs(a_in, b, C3, sb)
             packed = b if isinstance(b, PackedB) else pack_codes(b, self.isa, self.dtype, sb)
             self._run_layouts(a_in, packed, C3, nan)
 

@@ -393,6 +393,13 @@ class NumberFormat:
 
             def test(part):
                 return (part & np.uint16(0x7FFF)) > above
+        elif self.minifloat is not None and x.dtype.itemsize == 1:
+            # 8-bit floats: the NaN codes are the magnitudes above the largest other one
+            top = _minifloat_nan_above(self)
+            flat = flat.view(np.uint8)
+
+            def test(part):
+                return (part & np.uint8(0x7F)) > top
         else:
 
             def test(part):
@@ -400,6 +407,17 @@ class NumberFormat:
 
         # in slices, so that the scan's temporaries stay small beside the operands
         return any(bool(test(flat[i : i + _SCAN]).any()) for i in range(0, flat.size, _SCAN))
+
+
+@functools.cache
+def _minifloat_nan_above(fmt: NumberFormat) -> np.uint8:
+    """The largest magnitude code (sign bit clear) of an 8-bit float format that is not a NaN;
+    every code above it is one (E4M3: 0x7F; E5M2: 0x7D to 0x7F)."""
+    magnitudes = np.arange(128, dtype=np.uint8)
+    nan = np.isnan(magnitudes.view(fmt.element).astype(np.float32))
+    top = int(np.flatnonzero(~nan).max())
+    assert nan[top + 1 :].all(), fmt.name
+    return np.uint8(top)
 
 
 def any_nan(x: np.ndarray) -> bool:

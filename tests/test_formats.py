@@ -8,6 +8,7 @@ import pytest
 from conftest import assert_bits, instr
 
 import tilegemm
+from tilegemm import formats
 from tilegemm.convert import f32_round_fp16, f32_to_bf16, f32_to_fp16, fp16_to_f32
 
 ALL16 = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
@@ -158,3 +159,14 @@ def test_f32_round_fp16_is_the_round_trip():
     assert f[bits == 0x33000001][0] == 2.0**-24 and f[bits == 0x33000000][0] == 0  # 2^-25 ties to 0
     with np.errstate(invalid="raise"):  # a signalling NaN converts without raising a flag
         assert np.all(f32_round_fp16(np.full(64, 0x7F800001, np.uint32)) == 0x7FC00000)
+
+
+@pytest.mark.parametrize("fmt", [formats.BF16, formats.FP16, formats.BF8, formats.HF8], ids=lambda f: f.name)
+def test_holds_nan_on_every_code(fmt):
+    """The NaN scan that routes calls (plan.make_plan) finds every NaN code and no other."""
+    n = 1 << (8 * fmt.storage.itemsize)
+    codes = np.arange(n, dtype=np.int64).astype(fmt.storage)
+    nan = np.isnan(codes.view(fmt.element).astype(np.float32))
+    got = np.array([fmt.holds_nan(codes[i : i + 1]) for i in range(0, n, 1 if n <= 256 else 97)])
+    assert np.array_equal(got, nan[:: 1 if n <= 256 else 97])
+    assert fmt.holds_nan(codes) and not fmt.holds_nan(codes[~nan])

@@ -75,7 +75,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .exact import _MIN_NORMAL, add32, round_ftz, round_scaled, two_sum
+from .exact import _MIN_NORMAL, add32, nan_fma32, round_ftz, round_scaled, two_sum
 from .families import variant_id
 from .rounding import bits_f32, f32_bits, f64_bits
 from .targets import shape
@@ -186,15 +186,9 @@ def x86_fma(a, b, c, ieee):
     """``a * b + c`` (bits in, bits out), one rounding, x86's NaN rules: a or b NaN -> the first,
     quieted; else c NaN -> c quieted, even for Inf * 0; else Inf * 0 or Inf - Inf -> INDEF.
     ``ieee``: denormal results kept, else flushed (tininess after rounding)."""
-    if is_nan(a):
-        return a | _QUIET
-    if is_nan(b):
-        return b | _QUIET
-    if is_nan(c):
-        return c | _QUIET
     x, y = f32_value(a), f32_value(b)
-    if _inf_times_zero(x, y):
-        return _INDEF
+    if is_nan(a) or is_nan(b) or is_nan(c) or _inf_times_zero(x, y):
+        return f32_bits(nan_fma32(bits_f32(a), bits_f32(b), bits_f32(c)))  # the one NaN rule
     p = x * y  # exact in binary64: two 24-bit significands
     z = f32_value(c)
     r = p + z
@@ -258,8 +252,7 @@ def _mx_step(A, a, B, b, c, nan_result, dst_indef):
                 hi += np.int64(h)
                 lo += np.int64(q - h * _LIMB)
         s = round_scaled(hi, lo, unit)
-    r = add32(f32_value(daz_bits(c)), s)
-    return _INDEF if r != r else f32_bits(r)
+    return f32_bits(add32(f32_value(daz_bits(c)), s))  # +Inf with -Inf: add32's default NaN
 
 
 @njit(cache=True, inline="always")

@@ -53,7 +53,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import targets
-from .exact import round_ftz
+from .exact import nan_fma32, round_ftz
 from .families import variant_id
 from .rounding import bits_f64, f64_bits
 from .vector import ir_loop
@@ -131,27 +131,17 @@ def round_binary(s, t, p, emin, emax):
 
 # NaNs held in binary64 (docs/semantics.md, "NaN bits"): a binary32 NaN is held as the binary64
 # NaN with its sign, the quiet bit set and its payload at the top of the fraction (what a hardware
-# widening gives), a binary16 NaN likewise; narrowing takes the payload back. The rule picks the
-# operand, so the NaN never depends on the order in which a compiler hands operands to an
-# instruction.
+# widening gives), a binary16 NaN likewise; narrowing takes the payload back.
 _QUIET64 = np.uint64(0x0008000000000000)
 _NAN64 = np.uint64(0x7FF0000000000000)
-# The default NaN 0xFFC00000 (binary16 0xFE00) held in binary64.
-_INDEF64 = np.uint64(0xFFF8000000000000)
 
 
 @njit(cache=True, inline="always")
 def _nan_fma(a, b, c):
-    """The NaN an x86 FMA returns where ``a * b + c`` is a NaN (values held in binary64): the
-    first NaN multiplicand, else a NaN addend (even when ``a * b`` is Inf * 0), quieted; else the
-    default NaN."""
-    if a != a:
-        return bits_f64(f64_bits(a) | _QUIET64)
-    if b != b:
-        return bits_f64(f64_bits(b) | _QUIET64)
-    if c != c:
-        return bits_f64(f64_bits(c) | _QUIET64)
-    return bits_f64(_INDEF64)
+    """The NaN an x86 FMA returns where ``a * b + c`` is a NaN, for values held in binary64:
+    ``exact.nan_fma32``'s rule, on binary32 (narrowing keeps a held NaN's sign and payload, a
+    binary16 one's too, and widening gives them back)."""
+    return np.float64(nan_fma32(np.float32(a), np.float32(b), np.float32(c)))
 
 
 @njit(cache=True, inline="always")

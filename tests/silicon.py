@@ -15,6 +15,7 @@ Ops, with torch's calls (``torch.set_num_threads(threads)`` first):
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import pathlib
 
@@ -108,3 +109,76 @@ def inputs(case: dict):
         B = operand((N, K), *case["b"]) if case["op"] == "linear_bias" else operand((K, N), *case["b"])
     bias = operand((N,), *case["bias"]) if case["bias"] else None
     return A, B, bias
+
+
+# -- the fleet recordings: PyTorch's bf16 on the other x86 server classes ----------------------
+
+FLEET = pathlib.Path(__file__).resolve().parent / "data" / "torch-bf16-fleet.json"
+
+
+@functools.cache
+def fleet() -> dict:
+    """tests/data/torch-bf16-fleet.json: per server class (``avx512_core_bf16``, ``avx512_core``,
+    ``avx2``) the setting it was recorded under, its cases (the recording's ``meta``) and the
+    SHA-256 of every case's output bits; ``more`` holds further cases recorded the same way, and
+    ``block_order`` products of :func:`block_order_operands` (both recorded with torch 2.13.0 on
+    a 2-core Zen 4 of the same kind)."""
+    with open(FLEET) as f:
+        return json.load(f)
+
+
+def fleet_cases(cls: str) -> list[dict]:
+    """Every recorded case of class ``cls``, the ``more`` ones included."""
+    c = fleet()["classes"][cls]
+    return c["cases"] + c.get("more", {}).get("cases", [])
+
+
+def fleet_digest(cls: str, key: str) -> str:
+    c = fleet()["classes"][cls]
+    for part in (c, c.get("more", {}), c.get("block_order", {})):
+        if key in part.get("sha256", {}):
+            return part["sha256"][key]
+    raise KeyError(f"{cls} has no recorded case {key!r}")
+
+
+def digest(bits) -> str:
+    """SHA-256 of uint16 bf16 bits, little-endian, C order: how the fleet outputs are stored."""
+    return hashlib.sha256(np.ascontiguousarray(np.asarray(bits).view(np.uint16), "<u2").tobytes()).hexdigest()
+
+
+def fleet_inputs(case: dict):
+    """(A, B, C-or-None) bit patterns of a fleet case, in the shapes torch received them
+    (``shapes``: B is (N, K) for the ops that take a weight, C the bias or addmm's input)."""
+    sh = case["shapes"]
+    A = operand(tuple(sh["a"]), *case["a"])
+    B = operand(tuple(sh["b"]), *case["b"])
+    C = operand(tuple(sh["c"]), *case["c"]) if case["c"] else None
+    return A, B, C
+
+
+def block_order_operands(K: int, N: int, blk: int):
+    """bf16 bits of a 1 x K A and a K x N B whose product shows the order in which K blocks of
+    ``blk`` are added: A is 1 at the first k of every block and 0 elsewhere, so each block's
+    chain result is B's value there; per column, two blocks hold +-2^20..2^27 and the others
+    small values, which that big value absorbs or not depending on the order of the additions."""
+    nb = K // blk
+    h = _splitmix64(np.arange(nb * N, dtype=np.uint64)).reshape(nb, N)
+    mant = 1 + 2 * (h & _U(3)).astype(np.int64)
+    expo = -8 + ((h >> _U(2)) % _U(8)).astype(np.int64)
+    sign = np.where((h >> _U(5)) & _U(1), -1.0, 1.0)
+    v = sign * np.ldexp(mant.astype(np.float64), expo)
+    cols = np.arange(N)
+    i = cols % nb
+    j = (cols * 7 + 3) % nb
+    j = np.where(j == i, (i + 1) % nb, j)
+    big = np.ldexp(1.0, 20 + cols % 8)
+    v[i, cols] = big
+    v[j, cols] = -big
+    a = np.zeros((1, K), np.float32)
+    a[0, ::blk] = 1
+    b = np.zeros((K, N), np.float32)
+    b[::blk] = v
+    # every value is a bf16 value: its bits are the float32's top half
+    return (a.view(np.uint32) >> np.uint32(16)).astype(np.uint16), (b.view(np.uint32) >> np.uint32(16)).astype(
+        np.uint16
+    )

@@ -166,8 +166,9 @@ class emulate(TorchFunctionMode):
     onednn_threads : int, optional
         Threads PyTorch runs with on the modelled host (``torch.get_num_threads()`` there); the
         default is the host's cores. Not this machine's setting: it changes the bits.
-    host : tilegemm.onednn.Host, optional
-        The modelled machine (default: the recording host).
+    host : tilegemm.onednn.Host or str, optional
+        The modelled machine, or a name of :data:`tilegemm.onednn.HOSTS` (``"genoa-96"``,
+        ``"sapphire-rapids-56"`` ...); default: the AMX recording host.
     threads, tiling : optional
         tilegemm's own worker threads and tiling (they never change a bit).
 
@@ -195,7 +196,7 @@ class emulate(TorchFunctionMode):
         *,
         strict: bool = False,
         onednn_threads: int | None = None,
-        host: _onednn.Host | None = None,
+        host: _onednn.Host | str | None = None,
         threads: int | None = None,
         tiling: str | None = None,
     ):
@@ -208,8 +209,8 @@ class emulate(TorchFunctionMode):
             isinstance(onednn_threads, bool) or not isinstance(onednn_threads, int) or onednn_threads < 1
         ):
             raise ValueError(f"onednn_threads must be a positive integer or None, got {onednn_threads!r}")
-        if host is not None and not isinstance(host, _onednn.Host):
-            raise TypeError(f"host must be a tilegemm.onednn.Host, got {type(host).__name__}")
+        if host is not None:
+            host = _onednn.schedule.as_host(host)  # a Host, or a name of tilegemm.onednn.HOSTS
         self.isa = prof.name
         self.strict = bool(strict)
         self.onednn_threads = onednn_threads

@@ -33,13 +33,15 @@ from ..kernels.onednn import vaddps, vcvtneps2bf16, vfmadd
 from ..packing import PackedB, pack_codes
 from .blocking import Blocking
 from .packing import pack_transposed
-from .schedule import RECORDING_HOST, Host, Plan, plan
+from .schedule import HOSTS, MODELLED_ISAS, RECORDING_HOST, Host, Plan, plan
 
 __all__ = [
     "Host",
     "Plan",
     "Blocking",
     "RECORDING_HOST",
+    "HOSTS",
+    "MODELLED_ISAS",
     "plan",
     "matmul",
     "linear",
@@ -51,12 +53,13 @@ __all__ = [
 _OPTIONS = ("onednn_threads", "b_transposed", "host", "beta")
 
 
-def _chain_isa(instr: Instruction) -> str:
-    """The instruction profile whose kernels run one chain of ``instr`` (not a library profile)."""
+def _chain_isa(mnemonic: str) -> str:
+    """The instruction profile whose kernels run one chain of ``mnemonic`` (not a library
+    profile): ``"amx"`` for TDPBF16PS, ``"avx512"`` for VDPBF16PS."""
     for p in PROFILES.values():
-        if p.library is None and any(i is instr for i in p.dtypes.values()):
+        if p.library is None and any(i.mnemonic == mnemonic for i in p.dtypes.values()):
             return p.name
-    raise LookupError(f"no instruction profile runs {instr.mnemonic}")  # pragma: no cover
+    raise LookupError(f"no instruction profile runs {mnemonic}")  # pragma: no cover
 
 
 def _library_instruction() -> Instruction:
@@ -67,7 +70,7 @@ def _library_instruction() -> Instruction:
 
 
 _INSTR = _library_instruction()
-_CHAIN_ISA = _chain_isa(_INSTR)
+_CHAIN_ISA = _chain_isa(_INSTR.mnemonic)
 
 
 def problem_of(a_shape: tuple, b_shape: tuple) -> tuple[int, int, int, int, tuple]:
@@ -111,17 +114,18 @@ def problem_of(a_shape: tuple, b_shape: tuple) -> tuple[int, int, int, int, tupl
     return M, K, N, int(np.prod(batch, dtype=np.int64)), result
 
 
-def _k_slice(packed: PackedB, k0: int, k1: int) -> PackedB:
-    """The packed B of rows ``k0:k1``: a view of whole K blocks when the range starts on a block
-    and ends on one or at K (always, for oneDNN's blocks), else packed afresh."""
+def _k_slice(packed: PackedB, k0: int, k1: int, isa: str) -> PackedB:
+    """The packed B of rows ``k0:k1`` for the chain profile ``isa`` (TDPBF16PS and VDPBF16PS read
+    the same tile-blocked layout): a view of whole K blocks when the range starts on a block and
+    ends on one or at K (always, for oneDNN's blocks), else packed afresh."""
     step = packed.instruction.k_step
     K = packed.shape[-2]
     shape = packed.shape[:-2] + (k1 - k0, packed.shape[-1])
     if k0 % step == 0 and (k1 % step == 0 or k1 == K):
         data = packed.data[..., k0 // step : -(-k1 // step), :, :, :]
-        return PackedB(shape, packed.dtype, data, _CHAIN_ISA)
+        return PackedB(shape, packed.dtype, data, isa)
     codes = packed.unpack()[..., k0:k1, :].view(packed.format.storage)
-    return pack_codes(np.ascontiguousarray(codes), _CHAIN_ISA, packed.dtype)
+    return pack_codes(np.ascontiguousarray(codes), isa, packed.dtype)
 
 
 def _bits(x: np.ndarray) -> np.ndarray:
@@ -152,21 +156,23 @@ def run(
     """The bf16 bits (uint16, ``result_shape``) of ``p`` applied to bf16 ``a`` and ``packed``.
 
     ``a``: ml_dtypes.bfloat16 (..., M, K); ``c``: uint16 bf16 bits broadcastable to the result,
-    or None. Every chain is one :func:`tilegemm.matmul` over a K range; their float32 results are
-    combined in the plan's order with IEEE binary32 additions on bit patterns.
+    or None. Every chain is one :func:`tilegemm.matmul` over a K range, on the AMX kernels or the
+    VDPBF16PS ones as the host says; their float32 results are combined in the plan's order with
+    IEEE binary32 additions on bit patterns.
     """
+    isa = _chain_isa(p.host.chain)
     acc = None
     for group in p.groups:
         buf = None
         for call in group:
             r = None
             for k0, k1 in call:  # a call's blocks chain in the tiles
-                piece = _k_slice(packed, k0, k1)
+                piece = _k_slice(packed, k0, k1, isa)
                 rows = np.ascontiguousarray(a[..., k0:k1])  # contiguous: the kernels' usual operand
                 if r is None:
-                    r = _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA)
+                    r = _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=isa)
                 else:
-                    _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=_CHAIN_ISA, out=r, accumulate=True)
+                    _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=isa, out=r, accumulate=True)
             assert r is not None  # every call has at least one block
             rb = _bits(r)
             buf = rb if buf is None else vaddps(rb, buf, out=buf)  # C = call + C (vaddps)
@@ -257,7 +263,7 @@ def matmul(
     beta: float = 1.0,
     onednn_threads: int | None = None,
     b_transposed: bool | None = None,
-    host: Host | None = None,
+    host: Host | str | None = None,
     threads: int | None = None,
     tiling: str | None = None,
     out: np.ndarray | None = None,
@@ -282,8 +288,8 @@ def matmul(
     b_transposed : bool, optional
         B is stored transposed on the host (``x @ w.T`` of a row-major ``w``, ``F.linear``'s
         weight). oneDNN plans transposed weights differently. Default False.
-    host : Host, optional
-        The modelled machine (default :data:`RECORDING_HOST`).
+    host : Host or str, optional
+        The modelled machine, or a name of :data:`HOSTS` (default :data:`RECORDING_HOST`).
     threads : int, optional
         tilegemm's worker threads (never changes a bit).
     tiling : str, optional
@@ -338,7 +344,7 @@ def linear(
     bias=None,
     *,
     onednn_threads: int | None = None,
-    host: Host | None = None,
+    host: Host | str | None = None,
     threads: int | None = None,
     tiling: str | None = None,
 ) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""oneDNN's brgemm matmul blocking heuristics for bf16 on AMX, as oneDNN v3.12.0 computes them.
+"""oneDNN's brgemm matmul blocking heuristics for bf16, on AMX and on AVX-512 without AMX, as oneDNN
+v3.12.0 computes them.
 
 This module answers one question: for a bf16 x bf16 -> bf16 matmul problem on a given machine,
 which blocking does oneDNN's ``brg_matmul`` choose? (K block, K chunk, brgemm batch, threads
@@ -1098,4 +1099,118 @@ def blocking(p: Problem) -> Blocking:
         use_buffer_a=micro.need_buf_a_,
         extendable_k=micro.extendable_k_,
         score=float(micro.efficiency_score_),
+    )
+
+
+# -- brgemm matmul on AVX-512 without AMX (avx512_core_bf16: VDPBF16PS) ------------------------
+
+
+def _spatial_disbalance(work: int, thread_block: int) -> np.float32:
+    """``calculate_spatial_disbalance`` (UTL 774-780): size_t arithmetic, one float division."""
+    mod = work % thread_block
+    scalar = thread_block - mod if work < thread_block else min(thread_block - mod, mod)
+    return F(scalar) / F(thread_block)
+
+
+def _avx512_imbalance(M, N, K, batch, nthr, m_blk, n_chunks, n_blk, k_blk, nthr_k) -> np.float32:
+    """``matmul_avx512_blocking_params_t::get_imbalance`` (UTL 782-812), in binary32 in C++ order
+    (m_chunks is always 1 for bf16, UTL 991)."""
+    cur_nthr = nthr // nthr_k
+    parallel_work = div_up(M, m_blk) * div_up(N, n_blk * n_chunks) * batch  # UTL 814-818
+    parallel_work_disb = _spatial_disbalance(parallel_work, cur_nthr)
+    m_work = (m_blk * div_up(M, m_blk)) % M
+    m_blk_disbalance = F(m_work) / F(M)
+    num_n_blk = div_up(N, n_blk)
+    par_n_chunks = div_up(num_n_blk, n_chunks)
+    n_chunk_disbalance = (F(par_n_chunks) * F(n_chunks) - F(num_n_blk)) / F(num_n_blk)
+    disbalance_nthr_k = _spatial_disbalance(K, nthr_k * k_blk)
+    thread_allocation_disb = (F(nthr) - F(cur_nthr * nthr_k)) / F(nthr) if cur_nthr * nthr_k != nthr else F(0)
+    s = parallel_work_disb + m_blk_disbalance
+    s = s + n_chunk_disbalance
+    s = s + thread_allocation_disb
+    s = s + disbalance_nthr_k
+    return s / F(5)
+
+
+@functools.lru_cache(maxsize=4096)
+def avx512_blocking(p: Problem) -> Blocking:
+    """The blocking of oneDNN's brgemm matmul on AVX-512 without AMX (``brg_matmul:avx512_core_bf16``,
+    VDPBF16PS), for bf16 x bf16 -> bf16: ``compute_blocking_heuristic_avx512`` (UTL 860-1024,
+    reached from UTL 1251-1298).
+
+    Only a few of its fields decide bits: the K block (512, or 1024 when K > 1024 and the src tag
+    is not the transposed one), one block per brgemm call, and the threads along K. The search
+    over M blocks and N chunks matters for the bits only where it can choose ``nthr_k > 1``: a
+    1 x K src (tagged transposed, below) with a power-of-two K >= 2048 and less parallel work than
+    threads (UTL 898-905).
+    """
+    if min(p.M, p.K, p.N, p.batch, p.nthr) < 1:
+        raise ValueError(f"oneDNN blocking needs M, K, N, batch and threads >= 1, got {p}")
+    M, N, K, batch, nthr = p.M, p.N, p.K, p.batch, p.nthr
+    # A 1 x K src matches both tags and takes the transposed one (helper.transA() is 'T' when
+    # M == 1: src/cpu/matmul/matmul_utils.hpp 50-53, UTL 578-593); it is still read as plain
+    # (treat_A_as_plain, UTL 1637-1645), so no A copy for that.
+    src_transposed = M == 1
+    # UTL 1599-1600: the K granularity is 1 without AMX (the kernel masks an odd K tail).
+    # UTL 1172-1181, 1289: copy A for a big power-of-two lda with M >= 1024 (bf16).
+    lda_big_pow2 = (K & (K - 1)) == 0 and K >= 8192 // 2
+    use_buffer_a = lda_big_pow2 and M >= 1024
+    max_m_blk = min(256, M)  # need_large_m_blk is f32-only (UTL 866-871)
+    min_m_blk = min(32, M)
+    min_m_chunks = div_up(M, max_m_blk)
+    n_blk = min(64, N)  # UTL 1168-1169: wei_n_blk 64 for plain weights (UTL 360-371)
+    n_chunks = div_up(N, n_blk)
+    max_n_chunks = 16 if use_buffer_a else 1
+    n_chunks_start = min(max_n_chunks, n_chunks)
+    use_extended_k_blk = K > 1024 and not src_transposed  # UTL 882-885
+    k_blk = min(K, 1024 if use_extended_k_blk else 512)
+    start_nthr_k = 1
+    max_parallel = batch * n_chunks
+    if nthr > max_parallel:  # low_parallel_work (UTL 893-957)
+        min_m_blk = min(M, 16)
+        # PyTorch gives plain weights, so the N block is fixed (n_blk_fixed, UTL 357): not
+        # reduced at UTL 907-909. The K split of UTL 924-957 is f32-only.
+        if batch == 1 and src_transposed and (K & (K - 1)) == 0 and K >= 2048:  # UTL 918-925
+            start_nthr_k = min(nthr, 4)
+    del min_m_chunks  # only the f32 large-M rule reads it (UTL 959-970)
+    best: tuple | None = None
+    best_imbalance = F(1)
+    for nthr_k in range(start_nthr_k, 0, -1):  # UTL 986-1022
+        found = False
+        for n_chunk_size in range(n_chunks_start, 0, -1):
+            for m_blk in range(max_m_blk, min_m_blk - 1, -1):
+                imbalance = _avx512_imbalance(M, N, K, batch, nthr, m_blk, n_chunk_size, n_blk, k_blk, nthr_k)
+                work_amount = batch * div_up(M, m_blk) * div_up(N, n_blk * n_chunk_size)
+                nthr_bmn = nthr // nthr_k
+                if work_amount < nthr_bmn * 3 and work_amount % nthr_bmn != 0 and start_nthr_k == 1:
+                    continue
+                if imbalance < best_imbalance:
+                    best_imbalance, best, found = imbalance, (m_blk, n_chunk_size, nthr_k), True
+        if not found:
+            imbalance = _avx512_imbalance(M, N, K, batch, nthr, min_m_blk, 1, n_blk, k_blk, nthr_k)
+            if imbalance < best_imbalance:
+                best_imbalance, best = imbalance, (min_m_blk, 1, nthr_k)
+    if best is None:  # VCONDCHECK_BG(best_imbalance != 1.f) at UTL 1297: brg_matmul declines
+        raise RuntimeError(f"oneDNN's avx512 brgemm matmul finds no blocking for {p} (it would decline the problem)")
+    m_blk, n_chunk_size, nthr_k = best
+    K_chunk_elems = k_blk  # K_chunk_size and brgemm_batch_size are 1 (UTL 1170, 991)
+    # is_buffer_c_required (UTL 831-839): the accumulator is f32 and dst bf16
+    use_buffer_c = (nthr_k > 1 and K > K_chunk_elems) or K > K_chunk_elems or K % k_blk > 0
+    return Blocking(
+        heuristic="avx512",
+        traversal=None,
+        nthr=nthr,
+        nthr_k=nthr_k,
+        nthr_m=1,
+        nthr_n=1,
+        nthr_b=1,
+        K_blk=k_blk,
+        K_chunk_size=1,
+        brgemm_batch_size=1,
+        M_blk=m_blk,
+        N_blk=n_blk,
+        use_buffer_c=use_buffer_c,
+        use_buffer_a=use_buffer_a,
+        extendable_k=False,
+        score=float(best_imbalance),
     )

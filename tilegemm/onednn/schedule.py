@@ -25,13 +25,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from .blocking import Blocking, Problem, balance211, blocking, div_up
+from .blocking import Blocking, Problem, avx512_blocking, balance211, blocking, div_up
 
-__all__ = ["Host", "Plan", "plan", "RECORDING_HOST"]
+__all__ = ["Host", "Plan", "plan", "RECORDING_HOST", "HOSTS", "MODELLED_ISAS"]
 
 #: ISA names under which oneDNN runs the AMX brgemm kernels this model follows: the names of
 #: ``dnnl_cpu_isa_t`` for Sapphire Rapids and later (v3.12 calls the family ``avx10_1_512_amx``).
 AMX_ISAS = ("avx10_1_512_amx", "avx512_core_amx", "avx10_1_512_amx_fp16", "avx512_core_amx_fp16", "avx10_2_512_amx_2")
+#: ISA names under which oneDNN runs its AVX-512 brgemm kernels with VDPBF16PS for bf16 (AMD Zen 4
+#: and Zen 5, Intel Cooper Lake; ``ONEDNN_VERBOSE`` prints ``brg_matmul:avx512_core_bf16``).
+VDPBF16PS_ISAS = ("avx512_core_bf16",)
+#: Every ISA a :class:`Host` may name, with the chain instruction inside each brgemm call.
+MODELLED_ISAS = {**{isa: "TDPBF16PS" for isa in AMX_ISAS}, **{isa: "VDPBF16PS" for isa in VDPBF16PS_ISAS}}
+#: Server classes whose bf16 path is known but not modelled: what runs there instead.
+_NOT_MODELLED = {
+    "avx512_core": "oneDNN's gemm:jit:bf16 (Skylake-SP to Ice Lake Xeons)",
+    "avx512_core_vnni": "oneDNN's gemm:jit:bf16 (Cascade Lake and Ice Lake Xeons)",
+    "avx2": "PyTorch's own CPU gemm (AVX2 servers: EPYC Rome and Milan, Haswell and Broadwell Xeons)",
+}
 
 
 @dataclass(frozen=True)
@@ -54,8 +65,9 @@ class Host:
         L2 associativity and line size (CPUID leaf 4); they enter one check of the vertical
         traversal only (``amx_blocking_heuristics.cpp`` 946-968).
     isa:
-        oneDNN's ISA name (``ONEDNN_VERBOSE`` prints it after ``brg_matmul:``); only the AMX
-        ISAs are modelled.
+        oneDNN's ISA name (``ONEDNN_VERBOSE`` prints it after ``brg_matmul:``): an AMX ISA
+        (TDPBF16PS chains, the AMX heuristics) or ``"avx512_core_bf16"`` (VDPBF16PS chains, the
+        AVX-512 heuristic); :data:`MODELLED_ISAS` lists them.
     """
 
     cores: int = 2
@@ -70,10 +82,11 @@ class Host:
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name == "isa":
-                if v not in AMX_ISAS:
+                if v not in MODELLED_ISAS:
+                    what = f": bf16 runs {_NOT_MODELLED[v]} there" if v in _NOT_MODELLED else ""
                     raise ValueError(
-                        f"isa {v!r} is not modelled: the onednn profile follows the AMX brgemm kernels "
-                        f"({', '.join(AMX_ISAS)})"
+                        f"isa {v!r} is not modelled{what}; the onednn profile models oneDNN's brgemm "
+                        f"matmul on {', '.join(MODELLED_ISAS)}"
                     )
             elif isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"Host.{f.name} must be a positive integer, got {v!r}")
@@ -84,6 +97,18 @@ class Host:
     def from_parameters(cls, parameters: Mapping[str, object]) -> Host:
         """A host from a profile's ``parameters`` mapping."""
         return cls(**parameters)  # type: ignore[arg-type]
+
+    @classmethod
+    def named(cls, name: str) -> Host:
+        """The preset :data:`HOSTS` ``[name]``; ``ValueError`` listing the names otherwise."""
+        if not isinstance(name, str) or name not in HOSTS:
+            raise ValueError(f"unknown host {name!r}; the named hosts are {', '.join(HOSTS)}")
+        return HOSTS[name]
+
+    @property
+    def chain(self) -> str:
+        """The instruction of every brgemm call's chain on this host: TDPBF16PS or VDPBF16PS."""
+        return MODELLED_ISAS[self.isa]
 
 
 def _recording_host() -> Host:
@@ -97,6 +122,28 @@ def _recording_host() -> Host:
 
 #: The host of the recorded silicon results, the default everywhere.
 RECORDING_HOST = _recording_host()
+
+_KIB, _MIB = 1024, 1024 * 1024
+
+#: Named hosts for ``host=`` (a name or a :class:`Host`): the two recording hosts and real servers.
+#: Core counts and per-core L1d / L2 sizes and L2 ways are the vendors' published figures (Intel
+#: ARK and the Xeon Scalable optimization manual; AMD's EPYC 9004 / 7003 product pages and the
+#: Zen 4 software optimization guide, #57647); every core is one oneDNN thread (PyTorch's default
+#: thread count is the physical core count).
+HOSTS: dict[str, Host] = {
+    # tests/data/torch-bf16-amx.npz: a 2-core KVM guest of an AMX Xeon
+    "recording-amx": RECORDING_HOST,
+    # tests/data/torch-bf16-fleet.json: a 2-core AMD EPYC Zen 4 guest
+    "recording-zen4": Host(2, 32 * _KIB, 1 * _MIB, 32 * _MIB, 8, 64, "avx512_core_bf16"),
+    # Xeon Platinum 8480+ (Sapphire Rapids): 56 cores, 48 KiB L1d, 2 MiB 16-way L2, 105 MiB L3
+    "sapphire-rapids-56": Host(56, 48 * _KIB, 2 * _MIB, 105 * _MIB, 16, 64, "avx512_core_amx"),
+    # Xeon 6980P (Granite Rapids, the seed article's machine): 128 cores, 48 KiB L1d, 2 MiB L2, 504 MiB L3
+    "granite-rapids-128": Host(128, 48 * _KIB, 2 * _MIB, 504 * _MIB, 16, 64, "avx10_1_512_amx"),
+    # EPYC 9654 (Genoa, Zen 4): 96 cores, 32 KiB L1d, 1 MiB 8-way L2, 384 MiB L3
+    "genoa-96": Host(96, 32 * _KIB, 1 * _MIB, 384 * _MIB, 8, 64, "avx512_core_bf16"),
+    # EPYC 9965 (Turin Dense, Zen 5c): 192 cores, 48 KiB L1d, 1 MiB 16-way L2, 384 MiB L3
+    "turin-192": Host(192, 48 * _KIB, 1 * _MIB, 384 * _MIB, 16, 64, "avx512_core_bf16"),
+}
 
 Call = tuple[tuple[int, int], ...]
 
@@ -165,6 +212,17 @@ class Plan:
         )
 
 
+def as_host(host: Host | str | None) -> Host:
+    """``host=`` as given: None is :data:`RECORDING_HOST`, a string a name of :data:`HOSTS`."""
+    if host is None:
+        return RECORDING_HOST
+    if isinstance(host, str):
+        return Host.named(host)
+    if not isinstance(host, Host):
+        raise TypeError(f"host must be a tilegemm.onednn.Host or one of the names {', '.join(HOSTS)}, got {host!r}")
+    return host
+
+
 def _check_dim(name: str, v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise ValueError(f"{name} must be a positive integer, got {v!r}")
@@ -180,7 +238,7 @@ def plan(
     onednn_threads: int | None = None,
     b_transposed: bool = False,
     post_sum: bool = False,
-    host: Host | None = None,
+    host: Host | str | None = None,
 ) -> Plan:
     """oneDNN's computation of ``dst (batch, M, N) = src (batch, M, K) @ weights (batch, K, N)``.
 
@@ -195,8 +253,8 @@ def plan(
         The weights are stored transposed (``F.linear``'s ``weight.t()``, ``x @ w.T``).
     post_sum : bool
         dst is read back and added (``linear``'s bias, ``addmm``'s input).
-    host : Host, optional
-        The modelled machine (default :data:`RECORDING_HOST`).
+    host : Host or str, optional
+        The modelled machine, or a name of :data:`HOSTS` (default :data:`RECORDING_HOST`).
 
     Examples
     --------
@@ -204,16 +262,14 @@ def plan(
     >>> print(onednn.plan(32, 11008, 4096, onednn_threads=1).describe())
     macro horizontal, nthr_k=1, K_blk=480: 0:480 + 480:960 + 960:1440 + ... + 10560:11008
     """
-    host = RECORDING_HOST if host is None else host
-    if not isinstance(host, Host):
-        raise TypeError(f"host must be a tilegemm.onednn.Host, got {type(host).__name__}")
+    host = as_host(host)
     threads = host.cores if onednn_threads is None else onednn_threads
     for name, v in (("M", M), ("K", K), ("N", N), ("batch", batch), ("onednn_threads", threads)):
         _check_dim(name, v)
     problem = Problem(
         M, K, N, batch, threads, bool(b_transposed), bool(post_sum), host.l1d, host.l2, host.l2_ways, host.line
     )
-    b = blocking(problem)
+    b = blocking(problem) if host.chain == "TDPBF16PS" else avx512_blocking(problem)
     K_blk, bs, kcs = b.K_blk, b.brgemm_batch_size, b.K_chunk_size
     # UTL 2043-2069 (init_aux_values) and BMM 1561
     K_chunks = div_up(K, K_blk * kcs * bs)

@@ -1,8 +1,10 @@
-"""PyTorch's bf16 matmul on an AMX server, written out: oneDNN's chains, float32 sums and rounding.
+"""PyTorch's bf16 matmul on a oneDNN brgemm server, written out: chains, float32 sums, rounding.
 
 The readable specification of the ``"onednn"`` profile (``docs/onednn.md``), slow on purpose:
 for every output matrix, every brgemm call of the plan (:func:`tilegemm.onednn.plan`) is run as
-its chain of TDPBF16PS tile multiplies from zero (:func:`tilegemm.reference.amx.tdp_float_gemm`),
+its chain from zero: TDPBF16PS tile multiplies on an AMX host
+(:func:`tilegemm.reference.amx.tdp_float_gemm`), VDPBF16PS on an ``avx512_core_bf16`` one
+(:func:`tilegemm.reference.avx512.vdpbf16ps_gemm`),
 then the float32 additions follow one by one in oneDNN's order, and the result is rounded to
 bf16. :mod:`tilegemm.onednn` must return the same bits.
 
@@ -21,10 +23,15 @@ from ..formats import BF16, bf16_dtype
 from ..kernels import onednn as _epilogue
 from ..onednn.schedule import Host, Plan, plan
 from .amx import tdp_float_gemm
+from .avx512 import vdpbf16ps_gemm
 
 __all__ = ["matmul", "compute", "vaddps", "vfmadd", "vcvtneps2bf16", "profile_matmul"]
 
-_INSTR = instructions.INSTRUCTIONS["TDPBF16PS"]
+# The chain inside every brgemm call, by the host's ISA: AMX tiles, or VDPBF16PS (no AMX).
+_CHAINS = {
+    "TDPBF16PS": (instructions.INSTRUCTIONS["TDPBF16PS"], tdp_float_gemm),
+    "VDPBF16PS": (instructions.INSTRUCTIONS["VDPBF16PS"], vdpbf16ps_gemm),
+}
 
 
 def vaddps(x, y) -> np.ndarray:
@@ -54,7 +61,7 @@ def matmul(
     beta: float = 1.0,
     onednn_threads: int | None = None,
     b_transposed: bool = False,
-    host: Host | None = None,
+    host: Host | str | None = None,
 ) -> np.ndarray:
     """The bf16 result of ``c * beta + a @ b`` as oneDNN's brgemm matmul computes it on ``host``.
 
@@ -91,7 +98,7 @@ def matmul(
 def compute(a, b, p: Plan, *, c=None, beta: float = 1.0) -> np.ndarray:
     """The bf16 result of plan ``p`` on ``a`` (M, K) or (batch, M, K) and ``b`` (K, N) or
     (batch, K, N), with ``c`` (broadcast to the result) as the sum post-op's input."""
-    instr = _INSTR
+    instr, chain = _CHAINS[p.host.chain]
     A = BF16.to_codes(np.asarray(a), "a", "bf16")
     B = BF16.to_codes(np.asarray(b), "b", "bf16")
     if B.ndim == 2:
@@ -109,9 +116,9 @@ def compute(a, b, p: Plan, *, c=None, beta: float = 1.0) -> np.ndarray:
         for group in p.groups:  # one C buffer per thread along K
             buf = None
             for call in group:
-                r = np.zeros((M, N), np.float32)  # tilezero: every call starts from +0
+                r = np.zeros((M, N), np.float32)  # every call starts from +0 (tilezero, vpxord)
                 for k0, k1 in call:
-                    r = tdp_float_gemm(instr, A3[i][:, k0:k1], B3[i][k0:k1], r)
+                    r = chain(instr, A3[i][:, k0:k1], B3[i][k0:k1], r)
                 buf = r if buf is None else vaddps(r, buf)  # C = call + C
             parts.append(buf)
         acc = parts[0]

@@ -1,0 +1,197 @@
+"""PyTorch's bf16 on the other x86 server classes, against outputs recorded on an AMD EPYC Zen 4:
+the ``avx512_core_bf16`` host (oneDNN's brgemm matmul on VDPBF16PS), named hosts, and the refusals.
+
+The recordings (tests/data/torch-bf16-fleet.json) hold a SHA-256 of every case's output bits, so
+each case is compared on all of its bits; the full arrays are public (``docs/onednn.md``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import silicon
+
+import tilegemm
+from tilegemm import onednn
+from tilegemm.formats import bf16_dtype
+from tilegemm.onednn.blocking import Problem, avx512_blocking
+from tilegemm.reference import onednn as ref
+
+BF = bf16_dtype()
+ZEN4 = "recording-zen4"
+
+
+def _macs(case) -> int:
+    batch = {"bmm": 2, "attn_kt": 8, "linear3d": 2}.get(case["op"], 1)
+    return batch * case["M"] * case["K"] * case["N"]
+
+
+def torch_op(mm, linear, case, A, B, C, **kw):
+    """The torch call of a fleet case (``record_fleet.py``), through a matmul / linear pair."""
+    op = case["op"]
+    if op in ("matmul", "bmm"):
+        return mm(A, B, **kw)
+    if op == "linear_bias":
+        return linear(A, B, C, **kw)
+    if op == "linear3d":
+        return linear(A, B, None, **kw)
+    if op == "matmul_wt":
+        return mm(A, B.T, b_transposed=True, **kw)
+    if op == "addmm_beta":
+        return mm(A, B, c=C, beta=0.5, **kw)
+    if op == "attn_kt":
+        return mm(A, np.swapaxes(B, -1, -2), b_transposed=True, **kw)
+    raise AssertionError(op)
+
+
+def _ref_mm(a, b, **kw):
+    """The reference takes (batch,) M x K: a 4-D product's batch dimensions are folded."""
+    a, b = np.asarray(a), np.asarray(b)
+    if b.ndim > 3:
+        y = ref.matmul(a.reshape((-1,) + a.shape[-2:]), b.reshape((-1,) + b.shape[-2:]), **kw)
+        return y.reshape(b.shape[:-2] + y.shape[-2:])
+    return ref.matmul(a, b, **kw)
+
+
+def _ref_linear(x, w, bias, **kw):
+    x = np.asarray(x)
+    y = ref.matmul(x.reshape(-1, x.shape[-1]), np.asarray(w).T, c=bias, b_transposed=True, **kw)
+    return y.reshape(x.shape[:-1] + (y.shape[-1],))
+
+
+def _check(case, got, cls="avx512_core_bf16"):
+    want = silicon.fleet_digest(cls, case["key"])
+    assert silicon.digest(got) == want, (
+        f"{case['key']} ({case['op']} {case['M']}x{case['K']}x{case['N']}, {case['threads']} threads)"
+    )
+
+
+BF16_CASES = silicon.fleet_cases("avx512_core_bf16")
+
+
+@pytest.mark.parametrize("case", BF16_CASES, ids=[c["key"] for c in BF16_CASES])
+def test_avx512_core_bf16_fast_path(case):
+    """Every recorded case of the avx512_core_bf16 class, all output bits, on the fast path."""
+    A, B, C = (None if x is None else x.view(BF) for x in silicon.fleet_inputs(case))
+    kw = dict(host=ZEN4, onednn_threads=case["threads"])
+    _check(case, torch_op(onednn.matmul, onednn.linear, case, A, B, C, **kw))
+
+
+CHEAP = [c for c in BF16_CASES if _macs(c) <= 2**22]
+
+
+@pytest.mark.parametrize("case", CHEAP, ids=[c["key"] for c in CHEAP])
+def test_avx512_core_bf16_reference(case):
+    """The readable reference on every recorded case of up to 2^22 multiply-adds."""
+    A, B, C = (None if x is None else x.view(BF) for x in silicon.fleet_inputs(case))
+    kw = dict(host=ZEN4, onednn_threads=case["threads"])
+    _check(case, torch_op(_ref_mm, _ref_linear, case, A, B, C, **kw))
+
+
+def _case(key):
+    return next(c for c in BF16_CASES if c["key"] == key)
+
+
+def _with_plan(case, change):
+    A, B, _ = silicon.fleet_inputs(case)
+    p = onednn.plan(case["M"], case["K"], case["N"], onednn_threads=case["threads"], host=ZEN4)
+    return onednn.compute(A.view(BF), B.view(BF), change(p))
+
+
+def _blocks(p, size):
+    """The plan with K cut into calls of ``size`` (one thread along K)."""
+    calls = tuple(((k, min(k + size, p.K)),) for k in range(0, p.K, size))
+    return dataclasses.replace(p, groups=(calls,), reduce=False)
+
+
+@pytest.mark.parametrize(
+    "key,change",
+    [
+        # one VDPBF16PS chain over the whole K
+        ("c042", lambda p: dataclasses.replace(p, groups=((((0, p.K),),),), reduce=False)),
+        # K > 1024 takes blocks of 1024, not 512
+        ("c042", lambda p: _blocks(p, 512)),
+        # a 1 x K src is tagged transposed: blocks of 512, not 1024
+        ("c198", lambda p: _blocks(p, 1024)),
+    ],
+    ids=["one-chain", "k-blk-1024", "m1-k-blk-512"],
+)
+def test_the_recordings_pin_the_rules(key, change):
+    case = _case(key)
+    assert silicon.digest(_with_plan(case, change)) != silicon.fleet_digest("avx512_core_bf16", key)
+    assert silicon.digest(_with_plan(case, lambda p: p)) == silicon.fleet_digest("avx512_core_bf16", key)
+
+
+@pytest.mark.parametrize(
+    "M,K,N,batch,nthr,k_blk,nthr_k",
+    [
+        (128, 1024, 256, 1, 2, 512, 1),  # K <= 1024: blocks of 512
+        (128, 1025, 256, 1, 2, 1024, 1),  # K > 1024: 1024
+        (1, 8192, 1024, 1, 2, 512, 1),  # 1 x K: 512, enough parallel work over N
+        (1, 4096, 64, 1, 2, 512, 2),  # low parallel work, power-of-two K >= 2048: K split
+        (1, 4096, 64, 2, 2, 512, 1),  # ... but not with a batch
+        (1, 3000, 16, 1, 2, 512, 1),  # ... nor for a K that is not a power of two
+        (1, 4096, 64, 1, 8, 512, 4),  # at most 4 threads along K
+        (300, 777, 65, 1, 1, 512, 1),  # odd K: no rounding to the VNNI pair
+    ],
+)
+def test_avx512_blocking(M, K, N, batch, nthr, k_blk, nthr_k):
+    b = avx512_blocking(Problem(M, K, N, batch, nthr, False, False, 32768, 2**20, 8, 64))
+    assert (b.K_blk, b.nthr_k, b.heuristic) == (k_blk, nthr_k, "avx512")
+
+
+def test_odd_k_tail_is_its_own_call():
+    p = onednn.plan(33, 777, 65, onednn_threads=1, host=ZEN4)
+    assert p.groups == ((((0, 512),), ((512, 777),)),)
+    assert p.host.chain == "VDPBF16PS"
+    assert "avx512, nthr_k=1, K_blk=512: 0:512 + 512:777" in p.describe()
+
+
+def test_named_hosts():
+    assert onednn.Host.named("recording-amx") == onednn.RECORDING_HOST
+    assert onednn.HOSTS[ZEN4].isa == "avx512_core_bf16"
+    for name, host in onednn.HOSTS.items():
+        assert onednn.plan(64, 4096, 256, host=name).host is host
+    a = np.ones((4, 2048), np.float32)
+    b = np.ones((2048, 3), np.float32)
+    assert (onednn.matmul(a, b, host="genoa-96").astype(np.float32) == 2048).all()
+    with pytest.raises(ValueError, match=r"unknown host 'genoa'.*recording-zen4.*genoa-96"):
+        onednn.plan(4, 8, 4, host="genoa")
+    with pytest.raises(ValueError, match="unknown host"):
+        tilegemm.matmul(a, b, isa="onednn", host="epyc")
+    with pytest.raises(TypeError, match="host must be"):
+        onednn.plan(4, 8, 4, host=3)
+
+
+@pytest.mark.parametrize("isa,says", [("avx512_core", "gemm:jit:bf16"), ("avx2", "own CPU gemm"), ("sse41", "")])
+def test_unmodelled_isas_are_refused(isa, says):
+    with pytest.raises(ValueError, match=f"isa '{isa}' is not modelled.*{says}.*avx512_core_bf16"):
+        onednn.Host(isa=isa)
+
+
+def test_the_host_changes_the_bits_where_the_classes_differ():
+    # c042 (128 x 2048 x 256): the Zen 4 class and the AMX class part in some outputs
+    case = _case("c042")
+    A, B, _ = silicon.fleet_inputs(case)
+    zen4 = onednn.matmul(A.view(BF), B.view(BF), host=ZEN4, onednn_threads=1)
+    amx = onednn.matmul(A.view(BF), B.view(BF), host="recording-amx", onednn_threads=1)
+    assert 0 < tilegemm.bitdiff(zen4, amx).count < zen4.size // 100
+
+
+ORDER = silicon.fleet()["classes"]["avx512_core_bf16"]["block_order"]["cases"]
+
+
+@pytest.mark.parametrize("case", ORDER, ids=[c["key"] for c in ORDER])
+def test_k_split_between_threads(case):
+    """A 1 x K product with little parallel work over N: oneDNN splits K between threads, each
+    thread adds its blocks into its own buffer, and thread 0 adds the others' buffers in order.
+    Operands built so that the order of the block additions shows (recorded on a Zen 4)."""
+    a, b = (x.view(BF) for x in silicon.block_order_operands(case["K"], case["N"], case["blk"]))
+    p = onednn.plan(1, case["K"], case["N"], onednn_threads=case["threads"], host=ZEN4)
+    assert p.reduce and len(p.groups) == p.blocking.nthr_k == case["threads"]
+    want = silicon.fleet_digest("avx512_core_bf16", case["key"])
+    assert silicon.digest(onednn.matmul(a, b, host=ZEN4, onednn_threads=case["threads"])) == want
+    assert silicon.digest(ref.matmul(a, b, host=ZEN4, onednn_threads=case["threads"])) == want
+    flat = dataclasses.replace(p, groups=(sum(p.groups, ()),), reduce=False)  # one thread's order
+    assert silicon.digest(onednn.compute(a, b, flat)) != want

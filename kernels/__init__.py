@@ -20,6 +20,8 @@
   and their register-blocked bodies.
 - ``rounding.py``, ``onednn.py``: the 16-bit float conversions on bit patterns, and oneDNN's
   brgemm epilogue operations; ``_cache.py``: where compiled code is cached.
+- ``aten.py``: PyTorch's own bf16 gemm kernels (an AVX2 server, and small products on every
+  server), each output one float32 dot product in the order of the kernel PyTorch picks.
 - A module of its own per family whose body is new, named as its family and declaring it there
   (``families.get`` finds it by name; ``python -m tilegemm info`` lists every family).
 

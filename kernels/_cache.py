@@ -26,7 +26,7 @@ classes (``CacheImpl._locator_classes``, ``IndexDataCacheFile``) are left as the
   inlines, not only its own file.
 - :func:`lazy_vectorize`: a ``numba.vectorize`` ufunc built on its first call rather than at
   import. Numba caches a ufunc's element function but compiles its array loop afresh in every
-  process, about 0.1 s each; building the seventeen of them eagerly was most of ``import tilegemm``.
+  process, about 0.1 s each; building the eighteen of them eagerly was most of ``import tilegemm``.
 
 The cache classes subclass Numba's private caching classes (``numba.core.caching``);
 ``tests/kernels/test_cache.py`` checks them against the installed Numba.

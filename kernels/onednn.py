@@ -12,6 +12,9 @@ DAZ, no FTZ):
 - ``vcvtneps2bf16``: the bf16 output, rounded to nearest even; a denormal input is read as a
   zero of its sign and a NaN is quieted (Intel SDM, VCVTNEPS2BF16, ``convert_fp32_to_bfloat16``).
 
+``c10_bf16`` is the bf16 rounding of PyTorch's own kernels (the ``avx2`` host, where no oneDNN
+runs): denormals kept, every NaN the same.
+
 Unlike the tile multiplies (``exact.py``: DAZ/FTZ), these keep denormals. They are computed
 from and into bit patterns: operands are decoded with integer operations, the arithmetic runs in
 binary64 with an error-free TwoSum (no binary64 value here is ever below 2^-149, so DAZ/FTZ
@@ -163,3 +166,13 @@ def vcvtneps2bf16(bits):
     if e == 0:
         return np.uint16((bits >> 16) & 0x8000)
     return np.uint16((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+
+
+@lazy_vectorize(["uint16(uint32)"], _DEPENDS)
+def c10_bf16(bits):
+    """binary32 bits -> bf16 bits as PyTorch's ``c10::BFloat16`` rounds where oneDNN does not
+    (``c10/util/BFloat16.h``, ``round_to_nearest_even``): every NaN becomes 0x7FC0, and the rest
+    round to nearest even on the bit pattern, denormals kept."""
+    if (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF) != 0:
+        return np.uint16(0x7FC0)
+    return np.uint16((np.uint64(bits) + 0x7FFF + ((bits >> 16) & 1)) >> 16)

@@ -122,7 +122,7 @@ def fleet() -> dict:
     ``avx2``) the setting it was recorded under, its cases (the recording's ``meta``) and the
     SHA-256 of every case's output bits; ``more`` holds further cases recorded the same way, and
     ``block_order`` products of :func:`block_order_operands` (both recorded with torch 2.13.0 on
-    a 2-core Zen 4 of the same kind)."""
+    a 2-core Zen 4 of the same kind); ``edges`` the :func:`edge_cases` (``tests/data/record_edges.py``)."""
     with open(FLEET) as f:
         return json.load(f)
 
@@ -135,7 +135,7 @@ def fleet_cases(cls: str) -> list[dict]:
 
 def fleet_digest(cls: str, key: str) -> str:
     c = fleet()["classes"][cls]
-    for part in (c, c.get("more", {}), c.get("block_order", {})):
+    for part in (c, c.get("more", {}), c.get("block_order", {}), c.get("edges", {})):
         if key in part.get("sha256", {}):
             return part["sha256"][key]
     raise KeyError(f"{cls} has no recorded case {key!r}")
@@ -182,3 +182,91 @@ def block_order_operands(K: int, N: int, blk: int):
     return (a.view(np.uint32) >> np.uint32(16)).astype(np.uint16), (b.view(np.uint32) >> np.uint32(16)).astype(
         np.uint16
     )
+
+
+#: The kinds of :func:`edge_operand`, each aimed at one way a model can part from the hardware.
+EDGE_KINDS = ("tiny", "denormal", "huge", "special", "zeros")
+
+
+def edge_operand(shape, salt: int, kind: str):
+    """uint16 bf16 bits, the same on every machine (splitmix64 of the index, as :func:`operand`),
+    with values that test the edges of binary32 arithmetic:
+
+    - ``"tiny"``: random signs, magnitudes 2^-80 .. 2^-40: products from underflowed to normal,
+      sums that reach the denormal range;
+    - ``"denormal"``: a third bf16 denormals, the rest 2^-10 .. 2^40;
+    - ``"huge"``: magnitudes 2^100 .. 2^127: products overflow to infinities of both signs;
+    - ``"special"``: ``"normal"`` values with one in eight +-Inf, a NaN (quiet or signalling,
+      either sign, random payload) or a zero of either sign;
+    - ``"zeros"``: zeros of both signs and +-2^-100, whose products round to zeros of a sign.
+    """
+    if kind not in EDGE_KINDS:
+        raise ValueError(f"unknown edge kind {kind!r}; the kinds are {', '.join(EDGE_KINDS)}")
+    n = int(np.prod(shape))
+    h = _splitmix64(np.arange(n, dtype=np.uint64) + np.uint64(salt) * np.uint64(0x100000000))
+    sign = (h >> _U(63)).astype(np.uint16) << np.uint16(15)
+    mant = ((h >> _U(8)) & _U(0x7F)).astype(np.uint16)
+    r = ((h >> _U(16)) & _U(0xFFFF)).astype(np.int64)
+    sel = ((h >> _U(32)) & _U(0xFF)).astype(np.int64)
+
+    def code(exp):
+        return sign | (np.asarray(exp, np.int64).astype(np.uint16) << np.uint16(7)) | mant
+
+    if kind == "tiny":
+        bits = code(127 - 80 + r % 41)
+    elif kind == "denormal":
+        bits = np.where(sel % 3 == 0, sign | np.maximum(mant, 1), code(127 - 10 + r % 51))
+    elif kind == "huge":
+        bits = code(127 + 100 + r % 28)
+    elif kind == "special":
+        bits = code(127 - 7 + r % 11)
+        pick = sel % 64
+        nan = sign | np.uint16(0x7F80) | np.maximum(mant, 1)  # bit 6 of mant: quiet or signalling
+        bits = np.where(pick < 2, sign | np.uint16(0x7F80), bits)
+        bits = np.where((pick >= 2) & (pick < 4), nan, bits)
+        bits = np.where((pick >= 4) & (pick < 8), sign, bits)
+    else:
+        bits = np.where(sel % 2 == 0, sign, sign | np.uint16((127 - 100) << 7))
+    return bits.astype(np.uint16).reshape(shape)
+
+
+#: The edge cases recorded in tests/data/torch-bf16-fleet.json (``edges`` of each class): the ops
+#: of the fleet recording, on small shapes whose K reaches every tail of every kernel.
+EDGE_SHAPES = ((3, 1, 5), (3, 5, 17), (2, 17, 16), (2, 63, 5), (2, 64, 3), (3, 80, 16), (1, 130, 33), (2, 200, 16))
+EDGE_OPS = ("matmul", "matmul_wt", "linear_bias", "addmm_beta", "bmm", "attn_kt")
+
+
+def edge_cases() -> list[dict]:
+    """Every edge case, in the fleet recording's case format (``fleet_inputs`` builds it)."""
+    out = []
+    salt = 3_000_000
+    for kind in EDGE_KINDS:
+        for M, K, N in EDGE_SHAPES:
+            for op in EDGE_OPS:
+                a = [M, K]
+                b = [N, K] if op in ("matmul_wt", "linear_bias") else [K, N]
+                c = None
+                if op == "bmm":
+                    a, b = [2, M, K], [2, K, N]
+                elif op == "attn_kt":
+                    a, b = [2, 4, M, K], [2, 4, N, K]
+                elif op == "linear_bias":
+                    c = [N]
+                elif op == "addmm_beta":
+                    c = [M, N]
+                shapes = {"a": a, "b": b} | ({"c": c} if c else {})
+                key = f"e{len(out):03d}"
+                case = {"key": key, "op": op, "M": M, "K": K, "N": N, "threads": 1, "shapes": shapes}
+                case |= {"a": [salt, kind], "b": [salt + 1, kind], "c": [salt + 2, kind] if c else None}
+                out.append(case)
+                salt += 3
+    return out
+
+
+def edge_inputs(case: dict):
+    """(A, B, C-or-None) bit patterns of an edge case (:func:`edge_cases`)."""
+    sh = case["shapes"]
+    A = edge_operand(tuple(sh["a"]), *case["a"])
+    B = edge_operand(tuple(sh["b"]), *case["b"])
+    C = edge_operand(tuple(sh["c"]), *case["c"]) if case["c"] else None
+    return A, B, C

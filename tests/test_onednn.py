@@ -203,11 +203,12 @@ def test_host_parameters():
 
 
 def _worked_operands():
-    """One output, K = 128, B all ones. The tile step sums are s1 = 2^24 + 2^16 (two even
-    products of the first step), s2 = s3 = s4 = 1 (one product in each later step)."""
+    """One row, K = 128, B all ones (64 columns: a product above PyTorch's 16^3 threshold, which
+    oneDNN computes). The tile step sums are s1 = 2^24 + 2^16 (two even products of the first
+    step), s2 = s3 = s4 = 1 (one product in each later step)."""
     a = np.zeros((1, 128), np.float32)
     a[0, 0], a[0, 2], a[0, 32], a[0, 64], a[0, 96] = 2.0**24, 2.0**16, 1, 1, 1
-    return a, np.ones((128, 1), np.float32)
+    return a, np.ones((128, 64), np.float32)
 
 
 @pytest.mark.parametrize(
@@ -226,7 +227,7 @@ def _worked_operands():
 )
 def test_worked_example(groups, reduce, expected):
     a, b = _worked_operands()
-    p = dataclasses.replace(onednn.plan(1, 128, 1, onednn_threads=1), groups=groups, reduce=reduce)
+    p = dataclasses.replace(onednn.plan(1, 128, 64, onednn_threads=1), groups=groups, reduce=reduce)
     assert int(ref.compute(a, b, p).view(np.uint16)[0, 0]) == expected
     assert int(onednn.compute(a, b, p).view(np.uint16)[0, 0]) == expected
 

@@ -1,5 +1,7 @@
 """PyTorch's bf16 on the other x86 server classes, against outputs recorded on an AMD EPYC Zen 4:
-the ``avx512_core_bf16`` host (oneDNN's brgemm matmul on VDPBF16PS), named hosts, and the refusals.
+the ``avx512_core_bf16`` host (oneDNN's brgemm matmul on VDPBF16PS), the ``avx2`` host (PyTorch's
+own kernels), the small products PyTorch keeps from oneDNN on every host, the edge cases (overflow,
+underflow, denormals, NaN and zero signs), named hosts, and the refusals.
 
 The recordings (tests/data/torch-bf16-fleet.json) hold a SHA-256 of every case's output bits, so
 each case is compared on all of its bits; the full arrays are public (``docs/onednn.md``)."""
@@ -164,9 +166,11 @@ def test_named_hosts():
         onednn.plan(4, 8, 4, host=3)
 
 
-@pytest.mark.parametrize("isa,says", [("avx512_core", "gemm:jit:bf16"), ("avx2", "own CPU gemm"), ("sse41", "")])
+@pytest.mark.parametrize(
+    "isa,says", [("avx512_core", "gemm:jit:bf16"), ("avx512_core_vnni", "gemm:jit:bf16"), ("sse41", "")]
+)
 def test_unmodelled_isas_are_refused(isa, says):
-    with pytest.raises(ValueError, match=f"isa '{isa}' is not modelled.*{says}.*avx512_core_bf16"):
+    with pytest.raises(ValueError, match=f"isa '{isa}' is not modelled.*{says}.*avx512_core_bf16.*avx2"):
         onednn.Host(isa=isa)
 
 
@@ -195,3 +199,102 @@ def test_k_split_between_threads(case):
     assert silicon.digest(ref.matmul(a, b, host=ZEN4, onednn_threads=case["threads"])) == want
     flat = dataclasses.replace(p, groups=(sum(p.groups, ()),), reduce=False)  # one thread's order
     assert silicon.digest(onednn.compute(a, b, flat)) != want
+
+
+# -- the avx2 class: PyTorch's own kernels -------------------------------------------------------
+
+AVX2 = "recording-zen4-avx2"
+AVX2_CASES = silicon.fleet_cases("avx2")
+
+
+@pytest.mark.parametrize("case", AVX2_CASES, ids=[c["key"] for c in AVX2_CASES])
+def test_avx2_fast_path(case):
+    """Every recorded case of the avx2 class (``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``),
+    all output bits; ``onednn_threads`` is the case's and changes nothing there."""
+    A, B, C = (None if x is None else x.view(BF) for x in silicon.fleet_inputs(case))
+    kw = dict(host=AVX2, onednn_threads=case["threads"])
+    _check(case, torch_op(onednn.matmul, onednn.linear, case, A, B, C, **kw), "avx2")
+
+
+AVX2_CHEAP = [c for c in AVX2_CASES if _macs(c) <= 2**22]
+
+
+@pytest.mark.parametrize("case", AVX2_CHEAP, ids=[c["key"] for c in AVX2_CHEAP])
+def test_avx2_reference(case):
+    A, B, C = (None if x is None else x.view(BF) for x in silicon.fleet_inputs(case))
+    kw = dict(host=AVX2, onednn_threads=case["threads"])
+    _check(case, torch_op(_ref_mm, _ref_linear, case, A, B, C, **kw), "avx2")
+
+
+EDGES = silicon.edge_cases()
+EDGE_HOSTS = {"avx512_core_bf16": ZEN4, "avx2": AVX2}
+
+
+@pytest.mark.parametrize("cls", sorted(EDGE_HOSTS))
+@pytest.mark.parametrize("kind", silicon.EDGE_KINDS)
+def test_edges(cls, kind):
+    """Overflowing and underflowing products, denormals, infinities, NaNs of every payload and
+    zeros of both signs (``silicon.edge_operand``), on every op and on K values that reach each
+    kernel's tails, fast path and reference, against PyTorch on the recording machine."""
+    misses = []
+    for case in EDGES:
+        if case["a"][1] != kind:
+            continue
+        A, B, C = (None if x is None else x.view(BF) for x in silicon.edge_inputs(case))
+        want = silicon.fleet_digest(cls, case["key"])
+        kw = dict(host=EDGE_HOSTS[cls], onednn_threads=1)
+        with np.errstate(all="ignore"):
+            for name, mm, linear in (("fast", onednn.matmul, onednn.linear), ("reference", _ref_mm, _ref_linear)):
+                if silicon.digest(torch_op(mm, linear, case, A, B, C, **kw)) != want:
+                    misses.append(f"{name} {case['key']} {case['op']} {case['M']}x{case['K']}x{case['N']}")
+    assert not misses, misses
+
+
+@pytest.mark.parametrize(
+    "M,K,N,batch,b_transposed,kernel",
+    [
+        (16, 16, 16, 1, False, "notrans"),  # M * K * N = 4096: not above oneDNN's threshold
+        (16, 16, 17, 1, False, "brgemm"),
+        (16, 16, 16, 1, True, "transa"),
+        (1, 64, 65, 1, True, "brgemm"),
+        (8, 16, 16, 2, False, "notrans"),  # batch * M * K * N = 4096
+        (8, 16, 17, 2, False, "brgemm"),
+        (4, 4, 24, 2, False, "sequential"),  # K * M * N = 384 < 400: the small bmm loop
+        (4, 4, 25, 2, True, "transa"),
+        (4, 4, 24, 1, False, "notrans"),  # not a batched product
+    ],
+)
+def test_pytorch_keeps_small_products_from_onednn(M, K, N, batch, b_transposed, kernel):
+    """On a oneDNN host PyTorch calls oneDNN only above 16^3 multiply-adds (batch included); a
+    smaller product runs PyTorch's own kernels, as on an AVX2 host, whose choice is the
+    operands' layout and the small-``bmm`` rule. Probed with ``ONEDNN_VERBOSE`` on torch 2.13."""
+    for host in (ZEN4, "recording-amx"):
+        p = onednn.plan(M, K, N, batch=batch, b_transposed=b_transposed, host=host)
+        assert p.kernel == kernel
+    p = onednn.plan(M, K, N, batch=batch, b_transposed=b_transposed, host=AVX2)
+    assert p.kernel == (kernel if kernel != "brgemm" else ("transa" if b_transposed else "notrans"))
+
+
+def test_avx2_plans_ignore_threads_and_caches():
+    plans = {
+        onednn.plan(64, 4096, 256, onednn_threads=t, host=h).describe() for t in (1, 2, 64) for h in (AVX2, "milan-64")
+    }
+    assert plans == {"aten notrans (4 partial sums): 0:4096"}
+    p = onednn.plan(64, 4096, 256, b_transposed=True, host="milan-64")
+    assert (p.kernel, p.calls, p.reduce) == ("transa", 1, False)
+
+
+def test_nan_of_the_weights_wins_on_vdpbf16ps():
+    """Where an A NaN meets a B NaN in one VDPBF16PS product, silicon returns B's NaN: brgemm
+    passes the weights as the first source. Both are quieted; their payloads tell them apart."""
+    a = np.full((2, 64), 0x3F80, np.uint16)  # bf16 1.0
+    b = np.full((64, 64), 0x3F80, np.uint16)
+    a[:, 10] = 0x7F81  # signalling, payload 0x01
+    b[10, :] = 0xFFA2  # signalling, payload 0x22
+    a, b = a.view(BF), b.view(BF)
+    for fn in (onednn.matmul, ref.matmul):
+        y = fn(a, b, host=ZEN4, onednn_threads=1).view(np.uint16)
+        assert (y == 0xFFE2).all(), hex(int(y[0, 0]))
+    # PyTorch's own kernels round every NaN to 0x7FC0
+    y = onednn.matmul(a, b, host=AVX2).view(np.uint16)
+    assert (y == 0x7FC0).all()

@@ -1,4 +1,4 @@
-"""PyTorch's CPU bf16 matmul on an AMX server, bit for bit: the ``"onednn"`` profile.
+"""PyTorch's CPU bf16 matmul on x86 servers, bit for bit: the ``"onednn"`` profile.
 
 On a Sapphire Rapids or later Xeon, PyTorch sends bf16 ``matmul``, ``mm``, ``bmm``, ``addmm``,
 ``baddbmm`` and ``linear`` to oneDNN's brgemm matmul (``brg_matmul:avx10_1_512_amx``). oneDNN
@@ -13,6 +13,11 @@ rounded to bf16. This module computes exactly that:
   ``torch.addmm`` / ``F.linear`` return them on that host. Each chain runs on tilegemm's AMX
   kernels; the float32 additions and the bf16 rounding run in compiled code on bit patterns.
 - ``tilegemm.matmul(a, b, isa="onednn")`` is :func:`matmul` (see :func:`profile_matmul`).
+
+The other server classes are hosts too (:data:`HOSTS`, ``docs/onednn.md``, "The fleet"): on an
+``avx512_core_bf16`` host (AMD EPYC Zen 4/5) each chain is VDPBF16PS under oneDNN's AVX-512
+blocking; on an ``avx2`` host, and for products of at most 16^3 multiply-adds on every host,
+PyTorch runs its own kernels (:mod:`tilegemm.kernels.aten`), which :func:`plan` names.
 
 ``onednn_threads`` is the thread count oneDNN runs with on the modelled host (it changes the
 bits); ``threads`` is tilegemm's own worker count here (it never does). ``docs/onednn.md`` has the
@@ -29,7 +34,7 @@ import numpy as np
 from ..api import matmul as _tile_matmul
 from ..formats import BF16, bf16_dtype
 from ..instructions import PROFILES, Instruction, resolve
-from ..kernels.onednn import vaddps, vcvtneps2bf16, vfmadd
+from ..kernels.onednn import c10_bf16, vaddps, vcvtneps2bf16, vfmadd
 from ..packing import PackedB, pack_codes
 from .blocking import Blocking
 from .packing import pack_transposed
@@ -160,20 +165,37 @@ def run(
     VDPBF16PS ones as the host says; their float32 results are combined in the plan's order with
     IEEE binary32 additions on bit patterns.
     """
+    if p.kernel != "brgemm":
+        return _run_aten(a, packed, p, c, beta, result_shape, threads)
     isa = _chain_isa(p.host.chain)
+    # Where both operands hold NaNs, which NaN a VDPBF16PS product returns depends on the order of
+    # its sources: brgemm's AVX-512 microkernel passes the weights first and the broadcast A
+    # second (docs/onednn.md, "NaN bits"), so the product runs transposed, B^T @ A^T, in which
+    # the kernels' first multiplicand is B. Otherwise the two orders give the same bits.
+    swap = p.host.chain == "VDPBF16PS" and BF16.holds_nan(a) and BF16.holds_nan(packed.unpack())
     acc = None
     for group in p.groups:
         buf = None
         for call in group:
             r = None
             for k0, k1 in call:  # a call's blocks chain in the tiles
-                piece = _k_slice(packed, k0, k1, isa)
                 rows = np.ascontiguousarray(a[..., k0:k1])  # contiguous: the kernels' usual operand
+                if swap:
+                    x = np.ascontiguousarray(np.swapaxes(packed.unpack()[..., k0:k1, :], -1, -2))
+                    y = np.swapaxes(rows, -1, -2)
+                    if r is None:
+                        r = _tile_matmul(x, y, threads=threads, tiling=tiling, isa=isa)
+                    else:
+                        _tile_matmul(x, y, threads=threads, tiling=tiling, isa=isa, out=r, accumulate=True)
+                    continue
+                piece = _k_slice(packed, k0, k1, isa)
                 if r is None:
                     r = _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=isa)
                 else:
                     _tile_matmul(rows, piece, threads=threads, tiling=tiling, isa=isa, out=r, accumulate=True)
             assert r is not None  # every call has at least one block
+            if swap:
+                r = np.ascontiguousarray(np.swapaxes(r, -1, -2))
             rb = _bits(r)
             buf = rb if buf is None else vaddps(rb, buf, out=buf)  # C = call + C (vaddps)
         if acc is None:
@@ -194,8 +216,59 @@ def run(
     return vcvtneps2bf16(acc)
 
 
-def _prepare(a, b, c, b_transposed):
-    """Operands as bf16 (a as elements, b packed), the oneDNN problem, and c's bits."""
+def _decode(codes: np.ndarray) -> np.ndarray:
+    """bf16 codes -> their values for the ATen kernels: float32 (a shift of the bits), or float64
+    built from the fields where a denormal is present (``tilegemm.kernels.aten``)."""
+    bits = codes.view(np.uint16)
+    expo = (bits >> 7) & 0xFF
+    mant = (bits & 0x7F).astype(np.int64)
+    if not np.any((expo == 0) & (mant != 0)):
+        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    e = expo.astype(np.int64)
+    mag = np.ldexp(np.where(e > 0, mant + 128, mant).astype(np.float64), np.where(e > 0, e - 134, -133))
+    mag = np.where(e == 0xFF, np.where(mant == 0, np.inf, np.nan), mag)
+    return np.where(bits & 0x8000, -mag, mag)
+
+
+def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int | None) -> np.ndarray:
+    """``run`` on an ATen host: each output one float32 dot product in the order of the kernel
+    PyTorch picks (``p.kernel``), then ``c`` (``fma(beta, c, dot)``) and ``c10::BFloat16``'s
+    rounding. ``b``: bf16 codes (..., K, N) (a transposed view for ``transa``), or a PackedB."""
+    from ..api import _LAUNCH, _numba_threads
+    from ..kernels import aten
+
+    codes = b.unpack().view(np.uint16) if isinstance(b, PackedB) else np.asarray(b).view(np.uint16)
+    K, N = codes.shape[-2:]
+    if codes.ndim == 2:  # one product of all of a's rows
+        A = a.reshape(1, -1, K)
+        B = codes[None]
+    else:
+        batch = np.broadcast_shapes(a.shape[:-2], codes.shape[:-2])
+        A = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
+        B = np.broadcast_to(codes, batch + codes.shape[-2:]).reshape((-1, K, N))
+    Av = _decode(np.ascontiguousarray(A))
+    out = np.empty(A.shape[:2] + (N,), np.float32)
+    if p.kernel == "transa":  # both operands read along K
+        Bv = _decode(np.ascontiguousarray(np.swapaxes(B, -1, -2)))
+    else:
+        Bv = _decode(np.ascontiguousarray(B))
+    if Av.dtype != Bv.dtype:
+        Av, Bv = Av.astype(np.float64), Bv.astype(np.float64)  # float32 -> float64: no denormal here
+    with _LAUNCH, _numba_threads(threads):
+        getattr(aten, p.kernel)(Av, Bv, out)
+    acc = _bits(out).reshape(result_shape)
+    if c is not None:
+        prev = np.broadcast_to(c.astype(np.uint32) << np.uint32(16), result_shape)
+        if beta == 1.0:
+            acc = vaddps(acc, prev)  # c + dot, one rounding
+        else:
+            acc = vfmadd(prev, np.float32(beta).view(np.uint32), acc)  # fma(beta, c, dot)
+    return c10_bf16(acc)
+
+
+def _prepare(a, b, c, b_transposed, pack=True):
+    """Operands as bf16 (a as elements, b packed, or as codes in its own layout where ``pack`` is
+    False: the ATen kernels), the oneDNN problem, and c's bits."""
     a = np.asarray(a)
     if isinstance(b, PackedB):
         _, _, instr = resolve(b.isa, b.dtype)
@@ -208,7 +281,9 @@ def _prepare(a, b, c, b_transposed):
         M, K, N, batch, result = problem_of(a.shape, b.shape)
         codes = BF16.to_codes(b, "b", "bf16")
         w = codes.swapaxes(-1, -2)
-        if w.flags.c_contiguous and not codes.flags.c_contiguous:  # B = w.T: read w along its rows
+        if not pack:
+            packed = codes
+        elif w.flags.c_contiguous and not codes.flags.c_contiguous:  # B = w.T: read w along its rows
             packed = pack_transposed(w, _CHAIN_ISA, "bf16")
         else:
             packed = pack_codes(np.ascontiguousarray(codes), _CHAIN_ISA, "bf16")
@@ -247,7 +322,9 @@ def compute(
     _check_threads("threads", threads)
     if not isinstance(p, Plan):
         raise TypeError(f"p must be a tilegemm.onednn.Plan, got {type(p).__name__}")
-    a_el, packed, (M, K, N, batch, result), c_bits, _ = _prepare(a, b, c if beta != 0.0 else None, False)
+    a_el, packed, (M, K, N, batch, result), c_bits, _ = _prepare(
+        a, b, c if beta != 0.0 else None, False, p.kernel == "brgemm"
+    )
     if K != p.K:
         raise ValueError(f"the operands have K = {K}, but the plan was made for K = {p.K}")
     if (c_bits is not None) != p.post_sum:
@@ -269,7 +346,7 @@ def matmul(
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     """What PyTorch's bf16 ``matmul`` / ``bmm`` (with ``c``: ``addmm`` / ``baddbmm``) returns on
-    the modelled AMX host, bit for bit.
+    the modelled host, bit for bit.
 
     Parameters
     ----------
@@ -314,12 +391,16 @@ def matmul(
     beta = _check_beta(beta)
     _check_threads("onednn_threads", onednn_threads)
     _check_threads("threads", threads)
-    a_el, packed, (M, K, N, batch, result), c_bits, bt = _prepare(a, b, c if beta != 0.0 else None, b_transposed)
+    M, K, N, batch, _ = problem_of(np.shape(a), b.shape if isinstance(b, PackedB) else np.shape(b))
+    use_c = c is not None and beta != 0.0
+    p = plan(
+        M, K, N, batch=batch, onednn_threads=onednn_threads, b_transposed=bool(b_transposed), post_sum=use_c, host=host
+    )
+    a_el, packed, (M, K, N, batch, result), c_bits, bt = _prepare(
+        a, b, c if use_c else None, b_transposed, p.kernel == "brgemm"
+    )
     if out is not None:
         _check_out(out, result)
-    p = plan(
-        M, K, N, batch=batch, onednn_threads=onednn_threads, b_transposed=bt, post_sum=c_bits is not None, host=host
-    )
     bits = run(a_el, packed, p, c_bits, beta, result, threads, tiling)
     if out is not None:
         out.view(np.uint16)[...] = bits

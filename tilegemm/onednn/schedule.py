@@ -18,6 +18,10 @@ commit 80afa71049):
   (``skip_accumulation``, ``jit_brgemm_amx_uker.cpp`` 1449-1466);
 - the sum post-op then adds the bf16 value read back from dst (scaled when not 1), and
   ``vcvtneps2bf16`` rounds to bf16 (``jit_brgemm_amx_uker.cpp`` 1032-1082, 1460-1575).
+
+Where oneDNN does not run (an ``avx2`` host, or a product of at most :data:`MKLDNN_MIN_SIZE`
+multiply-adds, which PyTorch keeps for itself), the plan names PyTorch's kernel instead
+(:func:`aten_kernel`, ``Plan.kernel``): one dot product per output over all of K.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field, fields
 
 from .blocking import Blocking, Problem, avx512_blocking, balance211, blocking, div_up
 
-__all__ = ["Host", "Plan", "plan", "RECORDING_HOST", "HOSTS", "MODELLED_ISAS"]
+__all__ = ["Host", "Plan", "plan", "aten_kernel", "MKLDNN_MIN_SIZE", "RECORDING_HOST", "HOSTS", "MODELLED_ISAS"]
 
 #: ISA names under which oneDNN runs the AMX brgemm kernels this model follows: the names of
 #: ``dnnl_cpu_isa_t`` for Sapphire Rapids and later (v3.12 calls the family ``avx10_1_512_amx``).
@@ -35,13 +39,20 @@ AMX_ISAS = ("avx10_1_512_amx", "avx512_core_amx", "avx10_1_512_amx_fp16", "avx51
 #: ISA names under which oneDNN runs its AVX-512 brgemm kernels with VDPBF16PS for bf16 (AMD Zen 4
 #: and Zen 5, Intel Cooper Lake; ``ONEDNN_VERBOSE`` prints ``brg_matmul:avx512_core_bf16``).
 VDPBF16PS_ISAS = ("avx512_core_bf16",)
-#: Every ISA a :class:`Host` may name, with the chain instruction inside each brgemm call.
-MODELLED_ISAS = {**{isa: "TDPBF16PS" for isa in AMX_ISAS}, **{isa: "VDPBF16PS" for isa in VDPBF16PS_ISAS}}
+#: ISA names where oneDNN declines bf16 and PyTorch runs its own CPU gemm (AVX2 servers: EPYC
+#: Rome and Milan, Haswell and Broadwell Xeons; ``ONEDNN_VERBOSE`` prints no primitive).
+ATEN_ISAS = ("avx2",)
+#: Every ISA a :class:`Host` may name, with what computes each output's sum there: the chain
+#: instruction inside each brgemm call, or ``"ATen"`` for PyTorch's own kernels.
+MODELLED_ISAS = {
+    **{isa: "TDPBF16PS" for isa in AMX_ISAS},
+    **{isa: "VDPBF16PS" for isa in VDPBF16PS_ISAS},
+    **{isa: "ATen" for isa in ATEN_ISAS},
+}
 #: Server classes whose bf16 path is known but not modelled: what runs there instead.
 _NOT_MODELLED = {
     "avx512_core": "oneDNN's gemm:jit:bf16 (Skylake-SP to Ice Lake Xeons)",
     "avx512_core_vnni": "oneDNN's gemm:jit:bf16 (Cascade Lake and Ice Lake Xeons)",
-    "avx2": "PyTorch's own CPU gemm (AVX2 servers: EPYC Rome and Milan, Haswell and Broadwell Xeons)",
 }
 
 
@@ -66,8 +77,10 @@ class Host:
         traversal only (``amx_blocking_heuristics.cpp`` 946-968).
     isa:
         oneDNN's ISA name (``ONEDNN_VERBOSE`` prints it after ``brg_matmul:``): an AMX ISA
-        (TDPBF16PS chains, the AMX heuristics) or ``"avx512_core_bf16"`` (VDPBF16PS chains, the
-        AVX-512 heuristic); :data:`MODELLED_ISAS` lists them.
+        (TDPBF16PS chains, the AMX heuristics), ``"avx512_core_bf16"`` (VDPBF16PS chains, the
+        AVX-512 heuristic), or ``"avx2"`` (no oneDNN: PyTorch's own kernels, whose bits depend
+        on the operands' layout and never on the caches or threads); :data:`MODELLED_ISAS` lists
+        them.
     """
 
     cores: int = 2
@@ -107,7 +120,8 @@ class Host:
 
     @property
     def chain(self) -> str:
-        """The instruction of every brgemm call's chain on this host: TDPBF16PS or VDPBF16PS."""
+        """The instruction of every brgemm call's chain on this host (TDPBF16PS or VDPBF16PS), or
+        ``"ATen"`` where PyTorch's own kernels run."""
         return MODELLED_ISAS[self.isa]
 
 
@@ -143,6 +157,10 @@ HOSTS: dict[str, Host] = {
     "genoa-96": Host(96, 32 * _KIB, 1 * _MIB, 384 * _MIB, 8, 64, "avx512_core_bf16"),
     # EPYC 9965 (Turin Dense, Zen 5c): 192 cores, 48 KiB L1d, 1 MiB 16-way L2, 384 MiB L3
     "turin-192": Host(192, 48 * _KIB, 1 * _MIB, 384 * _MIB, 16, 64, "avx512_core_bf16"),
+    # EPYC 7763 (Milan, Zen 3): 64 cores, 32 KiB L1d, 512 KiB 8-way L2, 256 MiB L3; AVX2 only
+    "milan-64": Host(64, 32 * _KIB, 512 * _KIB, 256 * _MIB, 8, 64, "avx2"),
+    # tests/data/torch-bf16-fleet.json's avx2 class: the recording Zen 4 under ONEDNN_MAX_CPU_ISA=AVX2
+    "recording-zen4-avx2": Host(2, 32 * _KIB, 1 * _MIB, 32 * _MIB, 8, 64, "avx2"),
 }
 
 Call = tuple[tuple[int, int], ...]
@@ -189,6 +207,12 @@ class Plan:
     def __post_init__(self):
         object.__setattr__(self, "calls", sum(len(g) for g in self.groups))
 
+    @property
+    def kernel(self) -> str:
+        """``"brgemm"`` where oneDNN computes the product; else the PyTorch kernel that does
+        (:func:`aten_kernel`): ``"notrans"``, ``"transa"`` or ``"sequential"``."""
+        return self.blocking.heuristic if self.blocking.heuristic in _ATEN_ORDERS else "brgemm"
+
     def chains(self) -> list[tuple[int, int]]:
         """The K range of every call's chain (its blocks joined), in execution order."""
         return [(call[0][0], call[-1][1]) for g in self.groups for call in g]
@@ -196,6 +220,8 @@ class Plan:
     def describe(self) -> str:
         """One line: the heuristic, the K blocking and the calls (``|`` between K threads)."""
         b = self.blocking
+        if self.kernel != "brgemm":
+            return f"aten {b.heuristic} ({_ATEN_ORDERS[b.heuristic]}): 0:{self.K}"
         kind = b.heuristic + (f" {b.traversal}" if b.traversal else "")
         parts = []
         for g in self.groups:
@@ -221,6 +247,41 @@ def as_host(host: Host | str | None) -> Host:
     if not isinstance(host, Host):
         raise TypeError(f"host must be a tilegemm.onednn.Host or one of the names {', '.join(HOSTS)}, got {host!r}")
     return host
+
+
+#: PyTorch's own bf16 kernels on an AVX2 host, by the order of each output's float32 sum
+#: (``tilegemm.reference.aten`` writes each out, ``docs/onednn.md`` gives their source).
+_ATEN_ORDERS = {
+    "notrans": "4 partial sums",
+    "transa": "AVX2 dot product, 8 x 8 lanes",
+    "sequential": "one sum in K order",
+}
+
+
+#: PyTorch hands a bf16 product to oneDNN only when ``batch * M * K * N`` exceeds this (16^3):
+#: ``checksize`` in ``aten/src/ATen/native/mkldnn/Matmul.cpp`` (``use_mkldnn_bf16_matmul``),
+#: with ``batch`` 1 for ``mm``/``addmm``; a smaller one runs PyTorch's own kernels on every host.
+MKLDNN_MIN_SIZE = 16 * 16 * 16
+
+
+def aten_kernel(M: int, K: int, N: int, batch: int, b_transposed: bool) -> str:
+    """Which of PyTorch's own kernels computes a (batch,) M x K x N bf16 product on an AVX2 host.
+
+    A batched product whose ``K * M * N`` is below 400 runs the small-``bmm`` loop
+    (``aten/src/ATen/native/LinearAlgebra.cpp``, ``bmm_out_or_baddbmm_``: ``contraction_size *
+    res_rows * res_cols < 400``); otherwise ``cpublas::gemm`` runs, and B's layout picks its
+    transposition case (``aten/src/ATen/native/cpu/BlasKernel.cpp``): ``gemm_notrans_`` for a
+    row-major B, ``gemm_transa_`` (the vectorised dot product) for a B stored transposed."""
+    if batch > 1 and K * M * N < 400:
+        return "sequential"
+    return "transa" if b_transposed else "notrans"
+
+
+def _aten_plan(M: int, K: int, N: int, batch: int, threads: int, b_transposed: bool, post_sum: bool, host: Host):
+    kernel = aten_kernel(M, K, N, batch, b_transposed)
+    # No blocking decides a bit: each output is one dot product over all of K, whatever the threads.
+    b = Blocking(kernel, None, threads, 1, 1, 1, 1, K, 1, 1, M, N, False, False, False, 0.0)
+    return Plan(M, K, N, batch, threads, b_transposed, post_sum, host, b, ((((0, K),),),), False)
 
 
 def _check_dim(name: str, v: object) -> int:
@@ -266,6 +327,8 @@ def plan(
     threads = host.cores if onednn_threads is None else onednn_threads
     for name, v in (("M", M), ("K", K), ("N", N), ("batch", batch), ("onednn_threads", threads)):
         _check_dim(name, v)
+    if host.chain == "ATen" or batch * M * K * N <= MKLDNN_MIN_SIZE:
+        return _aten_plan(M, K, N, batch, threads, bool(b_transposed), bool(post_sum), host)
     problem = Problem(
         M, K, N, batch, threads, bool(b_transposed), bool(post_sum), host.l1d, host.l2, host.l2_ways, host.line
     )

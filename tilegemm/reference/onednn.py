@@ -6,7 +6,8 @@ its chain from zero: TDPBF16PS tile multiplies on an AMX host
 (:func:`tilegemm.reference.amx.tdp_float_gemm`), VDPBF16PS on an ``avx512_core_bf16`` one
 (:func:`tilegemm.reference.avx512.vdpbf16ps_gemm`),
 then the float32 additions follow one by one in oneDNN's order, and the result is rounded to
-bf16. :mod:`tilegemm.onednn` must return the same bits.
+bf16. On an ``avx2`` host no oneDNN runs: :mod:`tilegemm.reference.aten` writes out PyTorch's own
+kernels. :mod:`tilegemm.onednn` must return the same bits.
 
 The three float32 operations outside the tiles (``vaddps``, ``vfmadd231ps``, ``vcvtneps2bf16``)
 share their implementation with the fast path (``tilegemm.kernels.onednn``), as ``binary32``
@@ -22,6 +23,7 @@ from .. import instructions
 from ..formats import BF16, bf16_dtype
 from ..kernels import onednn as _epilogue
 from ..onednn.schedule import Host, Plan, plan
+from . import aten
 from .amx import tdp_float_gemm
 from .avx512 import vdpbf16ps_gemm
 
@@ -98,9 +100,11 @@ def matmul(
 def compute(a, b, p: Plan, *, c=None, beta: float = 1.0) -> np.ndarray:
     """The bf16 result of plan ``p`` on ``a`` (M, K) or (batch, M, K) and ``b`` (K, N) or
     (batch, K, N), with ``c`` (broadcast to the result) as the sum post-op's input."""
-    instr, chain = _CHAINS[p.host.chain]
     A = BF16.to_codes(np.asarray(a), "a", "bf16")
     B = BF16.to_codes(np.asarray(b), "b", "bf16")
+    if p.kernel != "brgemm":  # no oneDNN: PyTorch's own kernel, by the plan
+        return aten.compute(A.view(bf16_dtype()), B.view(bf16_dtype()), p.kernel, c=c, beta=beta)
+    instr, chain = _CHAINS[p.host.chain]
     if B.ndim == 2:
         A3, B3 = A.reshape(1, -1, A.shape[-1]), B[None]
         result_shape = A.shape[:-1] + (B.shape[-1],)
@@ -118,7 +122,10 @@ def compute(a, b, p: Plan, *, c=None, beta: float = 1.0) -> np.ndarray:
             for call in group:
                 r = np.zeros((M, N), np.float32)  # every call starts from +0 (tilezero, vpxord)
                 for k0, k1 in call:
-                    r = chain(instr, A3[i][:, k0:k1], B3[i][k0:k1], r)
+                    if p.host.chain == "VDPBF16PS":  # the weights are VDPBF16PS's first source
+                        r = chain(instr, B3[i][k0:k1].T, A3[i][:, k0:k1].T, r.T).T
+                    else:
+                        r = chain(instr, A3[i][:, k0:k1], B3[i][k0:k1], r)
                 buf = r if buf is None else vaddps(r, buf)  # C = call + C
             parts.append(buf)
         acc = parts[0]

@@ -1,0 +1,138 @@
+"""PyTorch's own bf16 CPU gemm kernels (an AVX2 server), in their order of float32 sums.
+
+The compiled twins of :mod:`tilegemm.reference.aten` (its docstring gives the three orders, which
+steps are fused, and their source): ``notrans`` (four partial sums), ``transa`` (the AVX2 dot product's 8 x 8 lanes,
+its 8-lane tail and its scalar tail) and ``sequential``. Every step is one binary32 operation,
+round to nearest even with gradual underflow, computed as a binary64 sum rounded once
+(:func:`r32`): the operands are bf16 values, whose products are exact in binary64, and the
+partial sums are binary32 values held exactly in binary64.
+
+:func:`r32` rounds without a binary32 operation that MXCSR could flush: a result of binary32's
+normal range goes through ``cvtsd2ss`` (which FTZ does not touch there), and a smaller one is
+rounded on the 2^-149 grid in binary64. The operands reach the kernels as float32 when none is
+a bf16 denormal (``cvtss2sd`` reads them exactly unless MXCSR.DAZ is set, which only a denormal
+would notice), else as float64 decoded from the bit patterns (``tilegemm.onednn``). The results
+are written as float32, exactly (a denormal result is flushed only if the caller set MXCSR.FTZ).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+_TWO_149 = 2.0**149
+_TWO_M149 = 2.0**-149
+_MIN_NORMAL = 2.0**-126
+# Output columns (notrans) and rows of the weight (transa) per parallel job.
+_NOTRANS_COLS = 256
+_NOTRANS_ROWS = 4
+_TRANSA_COLS = 8
+
+
+@njit(cache=True, inline="always")
+def r32(s):
+    """The binary32 value nearest ``s`` (ties to even, gradual underflow), as a float64."""
+    r = np.float64(np.float32(s))
+    tiny = np.rint(s * _TWO_149) * _TWO_M149
+    return tiny if abs(s) < _MIN_NORMAL else r
+
+
+@njit(cache=True, inline="always")
+def mul_add(acc, a, b):
+    """``round32(acc + round32(a * b))``: the unfused step (``a * b`` is exact in binary64)."""
+    return r32(acc + r32(a * b))
+
+
+@njit(cache=True, parallel=True)
+def notrans(A, B, out):
+    """``out[b] = A[b] @ B[b]`` (A (nb, M, K), B (nb, K, N), out float32 (nb, M, N)) in
+    ``sum``'s order: product ``l`` into partial ``l % 4`` (the last ``K % 4`` into partial 0),
+    then ``((p0 + p1) + p2) + p3``."""
+    nb, M, K = A.shape
+    N = B.shape[2]
+    mblocks = (M + _NOTRANS_ROWS - 1) // _NOTRANS_ROWS
+    nblocks = (N + _NOTRANS_COLS - 1) // _NOTRANS_COLS
+    main = K - K % 4
+    for job in prange(nb * mblocks * nblocks):
+        b = job // (mblocks * nblocks)
+        rest = job % (mblocks * nblocks)
+        i0 = (rest // nblocks) * _NOTRANS_ROWS
+        j0 = (rest % nblocks) * _NOTRANS_COLS
+        rows = min(i0 + _NOTRANS_ROWS, M) - i0
+        w = min(j0 + _NOTRANS_COLS, N) - j0
+        acc = np.zeros((_NOTRANS_ROWS, 4, _NOTRANS_COLS))
+        for l in range(main):
+            q = l % 4
+            for i in range(rows):
+                a = np.float64(A[b, i0 + i, l])
+                for j in range(w):
+                    acc[i, q, j] = r32(acc[i, q, j] + a * np.float64(B[b, l, j0 + j]))
+        for l in range(main, K):  # the tail: products rounded, then added
+            for i in range(rows):
+                a = np.float64(A[b, i0 + i, l])
+                for j in range(w):
+                    acc[i, 0, j] = mul_add(acc[i, 0, j], a, np.float64(B[b, l, j0 + j]))
+        for i in range(rows):
+            for j in range(w):
+                s = r32(r32(r32(acc[i, 0, j] + acc[i, 1, j]) + acc[i, 2, j]) + acc[i, 3, j])
+                out[b, i0 + i, j0 + j] = np.float32(s)
+
+
+@njit(cache=True, inline="always")
+def _lanes(v, o):
+    """The horizontal sum of the 8 lanes ``v[o:o + 8]``: ``h[i] = v[i] + v[i + 4]``, then
+    ``(h0 + h2) + (h1 + h3)``."""
+    h0 = r32(v[o] + v[o + 4])
+    h1 = r32(v[o + 1] + v[o + 5])
+    h2 = r32(v[o + 2] + v[o + 6])
+    h3 = r32(v[o + 3] + v[o + 7])
+    return r32(r32(h0 + h2) + r32(h1 + h3))
+
+
+@njit(cache=True, parallel=True)
+def transa(A, W, out):
+    """``out[b] = A[b] @ W[b].T`` (A (nb, M, K), W (nb, N, K), out float32 (nb, M, N)) in the
+    AVX2 dot product's order (:mod:`tilegemm.reference.aten`)."""
+    nb, M, K = A.shape
+    N = W.shape[1]
+    nblocks = (N + _TRANSA_COLS - 1) // _TRANSA_COLS
+    main = K - K % 64
+    mid = K - K % 16
+    for job in prange(nb * nblocks):
+        b = job // nblocks
+        j0 = (job % nblocks) * _TRANSA_COLS
+        regs = np.zeros(64)
+        tail = np.zeros(8)
+        for j in range(j0, min(j0 + _TRANSA_COLS, N)):
+            for i in range(M):
+                regs[:] = 0.0
+                for k0 in range(0, main, 64):
+                    for t in range(64):  # register t // 8, lane t % 8
+                        regs[t] = r32(regs[t] + np.float64(A[b, i, k0 + t]) * np.float64(W[b, j, k0 + t]))
+                for step in (4, 2, 1):  # the register tree: r[i] += r[i + step]
+                    for t in range(8 * step):
+                        regs[t] = r32(regs[t] + regs[t + 8 * step])
+                total = _lanes(regs, 0)
+                tail[:] = 0.0
+                for k0 in range(main, mid, 8):
+                    for t in range(8):
+                        tail[t] = r32(tail[t] + np.float64(A[b, i, k0 + t]) * np.float64(W[b, j, k0 + t]))
+                total = r32(total + _lanes(tail, 0))  # also with no block of 16: -0 + +0 = +0
+                for k in range(mid, K):
+                    total = mul_add(total, np.float64(A[b, i, k]), np.float64(W[b, j, k]))
+                out[b, i, j] = np.float32(total)
+
+
+@njit(cache=True, parallel=True)
+def sequential(A, B, out):
+    """``out[b] = A[b] @ B[b]`` (B (nb, K, N)), each output one sum in K order."""
+    nb, M, K = A.shape
+    N = B.shape[2]
+    for job in prange(nb * M):
+        b = job // M
+        i = job % M
+        for j in range(N):
+            acc = 0.0
+            for k in range(K):
+                acc = mul_add(acc, np.float64(A[b, i, k]), np.float64(B[b, k, j]))
+            out[b, i, j] = np.float32(acc)

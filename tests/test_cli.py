@@ -30,6 +30,9 @@ BAD = [
     ("model --measure -3", "--measure: must be 0 (skip) or a size, got -3"),
     ("model --m 0", "--m must be at least 1"),
     ("demo --sizes x", "a size must be an integer, got 'x'"),
+    ("fleet", "give --demo"),
+    ("fleet --demo --hosts nowhere recording-zen4", "unknown host 'nowhere'"),
+    ("fleet --demo --hosts milan-64", "at least two different hosts"),
     ("frobnicate", "invalid choice: 'frobnicate'"),
     ("", "the following arguments are required: VERB"),
 ]
@@ -131,3 +134,15 @@ def test_bench_body_times_the_binary64_bodies():
     fp8c = perf._fp8c_bodies(steps=2, peak=20.0, reps=1)  # AMX-FP8 in binary32: exact steps, and all redone
     assert [r.family for r in fp8c] == ["fp8c", "fp8c redo"]
     assert all(r.rate > 0 and "float" in r.body and r.peak == 20.0 for r in fp8c)
+
+
+def test_fleet_demo_prints_the_layer_table(capsys):
+    pytest.importorskip("torch")
+    assert main(["fleet", "--demo", "--hosts", "recording-zen4", "milan-64"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if "recording-zen4 / milan-64" in line}
+    assert out.count("\nlayer ") == 1
+    # every product layer of both blocks and the model's output are rows
+    assert {"0.attn.qkv", "0.fc1", "1.fc2", "(output)"} <= set(rows), out
+    # the Zen 4 (VDPBF16PS brgemm) and the Milan (ATen AVX2) answers do part on this model
+    assert rows["(output)"].split()[4] != "0", rows["(output)"]

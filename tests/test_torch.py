@@ -308,3 +308,67 @@ def test_a_tensor_off_the_cpu_is_refused_by_name():
     a = torch.empty(4, 4, device="meta")
     with pytest.raises(ValueError, match=r"operand a is a torch tensor on meta.*a\.cpu\(\)"):
         tilegemm.matmul(a, np.ones((4, 4), np.float32))
+
+
+# -- compare: one model on several hosts -----------------------------------------------------
+
+
+def test_compare_is_per_layer_emulate():
+    """Each host's row of the model's output is what emulate() gives on that host, and every
+    layer's difference is bitdiff of the two hosts' outputs of that layer."""
+    model, x = tt.demo_model(layers=1, d=64, heads=2, mlp=128, seq=16, batch=1)
+    hosts = ("recording-amx", "recording-zen4", "milan-64")
+    result = tt.compare(model, x, hosts=hosts)
+    assert result.hosts == hosts and result.layers[-1] == "(output)"
+    assert result.layers[:3] == ("0.ln1", "0.attn.qkv", "0.attn.proj")
+    assert len(result.rows) == 3 * len(result.layers)
+    for h in hosts:
+        with torch.no_grad(), tt.emulate(host=h) as mode:
+            y = model(x)
+        assert len(mode.calls) == 6 and not mode.skipped  # qkv, q k^T, att v, proj, fc1, fc2
+        assert_bits(_np(result.outputs[h]), _np(y))
+    for row in result.rows:
+        if row.layer == "(output)":
+            a, b = (_np(result.outputs[h]) for h in row.hosts)
+            want = tilegemm.bitdiff(a, b)
+            assert (row.diff.count, row.diff.max_ulp, row.diff.first) == (want.count, want.max_ulp, want.first)
+    # the first layer runs no product: it is the same everywhere
+    assert all(r.diff.identical for r in result.rows if r.layer == "0.ln1")
+    assert result.divergence().shape == (len(result.layers), 3)
+
+
+def test_compare_finds_no_difference_between_one_host_twice_named():
+    model, x = tt.demo_model(layers=1, d=64, heads=2, mlp=128, seq=16, batch=1)
+    same = onednn.Host(**vars(onednn.HOSTS["recording-zen4"]))
+    result = tt.compare(model, x, hosts=("recording-zen4", same))
+    assert all(r.diff.identical for r in result.rows)
+    assert "differ" in str(result).splitlines()[0]
+
+
+def test_compare_differs_where_the_classes_do():
+    model, x = tt.demo_model()
+    result = tt.compare(model, x)
+    out = [r for r in result.rows if r.layer == "(output)"]
+    assert all(0 < r.diff.count < r.diff.total // 10 for r in out)
+
+
+def test_compare_refuses_bad_hosts():
+    model, x = tt.demo_model(layers=1, d=32, heads=2, mlp=64, seq=4, batch=1)
+    with pytest.raises(ValueError, match="at least two hosts"):
+        tt.compare(model, x, hosts=("recording-amx",))
+    with pytest.raises(ValueError, match="unknown host 'zen4'.*recording-zen4"):
+        tt.compare(model, x, hosts=("recording-amx", "zen4"))
+    with pytest.raises(ValueError, match="a host twice"):
+        tt.compare(model, x, hosts=("milan-64", "milan-64"))
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        tt.compare(lambda t: t, x)
+
+
+def test_compare_plot():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    model, x = tt.demo_model(layers=1, d=64, heads=2, mlp=128, seq=16, batch=1)
+    result = tt.compare(model, x, hosts=("recording-amx", "milan-64"))
+    ax = result.plot()
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(result.layers)
+    assert ax.images[0].get_array().shape == (len(result.layers), 1)

@@ -28,6 +28,8 @@ _VERBS = {
     "selfcheck": "this CPU's own instructions against the emulation, bit for bit (AMX, VDPBF16PS, VPDPBUSD(S), "
     "VPMADDUBSW, VFMADD231PS)",
     "explain": "where and why two isa profiles give different bits: counts, the first step that parts, a reproducer",
+    "fleet": "with --demo: a small GPT-like model's bf16 outputs, layer by layer, on each server class "
+    "(AMX Xeon, AMD EPYC Zen 4, AVX2 server), compared bit for bit (needs PyTorch)",
 }
 
 
@@ -382,7 +384,47 @@ def _parser() -> _Parser:
     )
     ex.add_argument("--seed", type=int, default=0, help="seed of the random operands")
     ex.add_argument("--index", nargs=2, type=int, default=None, metavar=("M", "N"), help="the output to replay")
+    fl = p["fleet"]
+    fl.add_argument("--demo", action="store_true", help="run the built-in model (tilegemm.torch.demo_model)")
+    fl.add_argument(
+        "--hosts",
+        nargs="+",
+        default=None,
+        metavar="HOST",
+        help="names of tilegemm.onednn.HOSTS (default: one per class)",
+    )
+    fl.add_argument(
+        "--plot", default=None, metavar="PNG", help="also draw the heatmap into this file (needs matplotlib)"
+    )
     return parser
+
+
+def _fleet(args, sub) -> int:
+    from .onednn import HOSTS
+
+    if not args.demo:
+        sub.error("give --demo (for your own model, call tilegemm.torch.compare(model, *inputs, hosts=[...]))")
+    for h in args.hosts or ():
+        if h not in HOSTS:
+            sub.error(f"argument --hosts: unknown host {h!r}; the named hosts are {', '.join(HOSTS)}")
+    if args.hosts is not None and len(set(args.hosts)) < 2:
+        sub.error("argument --hosts: give at least two different hosts")
+    try:
+        from . import torch as tt
+    except ImportError as e:
+        sub.error(str(e))
+    model, x = tt.demo_model()
+    result = tt.compare(model, x, hosts=tuple(args.hosts or tt.FLEET))
+    print("A 2-block GPT-like model (d = 128, 4 heads, MLP 512, batch 2 x 64 tokens, bf16), run once per host;")
+    print("each layer's output compared bit for bit between hosts (max ulp: among outputs of one sign).")
+    print("Only the matrix products are modelled per host: the other operations run on this machine's PyTorch.")
+    print()
+    print(result.table())
+    if args.plot:
+        ax = result.plot()
+        ax.figure.savefig(args.plot, dpi=120, bbox_inches="tight")
+        print(f"\nheatmap: {args.plot}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -395,6 +437,8 @@ def main(argv=None) -> int:
         return info()
     if args.verb == "explain":
         return _explain(args, sub)
+    if args.verb == "fleet":
+        return _fleet(args, sub)
     if args.verb == "selfcheck":
         from .native import selfcheck
 

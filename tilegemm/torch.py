@@ -36,9 +36,21 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
 
 from . import instructions
 from . import onednn as _onednn
+from .compare import BitDiff, bitdiff
 from .formats import host_array
 
-__all__ = ["emulate", "NotEmulated", "Call", "to_numpy", "from_numpy"]
+__all__ = [
+    "emulate",
+    "NotEmulated",
+    "Call",
+    "to_numpy",
+    "from_numpy",
+    "compare",
+    "Comparison",
+    "LayerDiff",
+    "FLEET",
+    "demo_model",
+]
 
 
 class NotEmulated(RuntimeError):
@@ -540,3 +552,224 @@ def _product_names() -> dict:
 
 
 _PRODUCTS = _product_names()
+
+
+# -- the fleet question: one model on several hosts --------------------------------------------
+
+#: One host of each modelled server class: AMX Xeon, AMD EPYC Zen 4 (VDPBF16PS), AVX2 server.
+FLEET = ("recording-amx", "recording-zen4", "milan-64")
+
+
+@dataclass(frozen=True)
+class LayerDiff:
+    """One layer's output on two hosts, compared bit for bit (:func:`tilegemm.bitdiff`)."""
+
+    layer: str
+    hosts: tuple[str, str]
+    diff: BitDiff
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What :func:`compare` found.
+
+    Attributes
+    ----------
+    hosts:
+        The hosts, in the order given.
+    layers:
+        Every module whose output was compared, in the order of their first call (``name#2`` for
+        a module's second call), the model's own output last (``"(output)"``).
+    rows:
+        One :class:`LayerDiff` per layer and pair of hosts.
+    outputs:
+        The model's output on each host (the first tensor it returns).
+    skipped:
+        Per host, the products PyTorch ran unemulated (:attr:`emulate.skipped`).
+    """
+
+    hosts: tuple[str, ...]
+    layers: tuple[str, ...]
+    rows: tuple[LayerDiff, ...]
+    outputs: dict
+    skipped: dict
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(a, b) for i, a in enumerate(self.hosts) for b in self.hosts[i + 1 :]]
+
+    def divergence(self) -> np.ndarray:
+        """The share of each layer's outputs that differ, layers x pairs (:attr:`pairs`)."""
+        share = {(r.layer, r.hosts): r.diff.share for r in self.rows}
+        return np.array([[share[(layer, p)] for p in self.pairs] for layer in self.layers])
+
+    def table(self) -> str:
+        """The per-layer table: for each pair of hosts, the outputs that differ, the largest
+        distance in ulp, and the first differing index."""
+        head = ("layer", "hosts", "differ", "max ulp", "first")
+        lines = [head]
+        for r in self.rows:
+            d = r.diff
+            first = "" if d.first is None else str(tuple(int(i) for i in d.first))
+            ulp = str(d.max_ulp) + (f" +{d.sign_flips} sign" if d.sign_flips else "") if d.count else ""
+            lines.append((r.layer, f"{r.hosts[0]} / {r.hosts[1]}", f"{d.count} of {d.total}", ulp, first))
+        widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def plot(self, ax=None):
+        """A heatmap of :meth:`divergence` (layers down, host pairs across) on ``ax`` (a new
+        figure's by default), with matplotlib, which tilegemm does not require."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as e:  # pragma: no cover - matplotlib is installed with the tests
+            raise ImportError("Comparison.plot needs matplotlib: pip install matplotlib") from e
+        data = self.divergence() * 100
+        if ax is None:
+            _, ax = plt.subplots(figsize=(2.2 + 1.6 * len(self.pairs), 1.0 + 0.32 * len(self.layers)))
+        im = ax.imshow(data, cmap="viridis", aspect="auto", vmin=0)
+        ax.set_xticks(range(len(self.pairs)), [f"{a}\nvs {b}" for a, b in self.pairs], fontsize=8)
+        ax.set_yticks(range(len(self.layers)), self.layers, fontsize=8)
+        for (i, j), v in np.ndenumerate(data):
+            ax.text(j, i, f"{v:.2f}%", ha="center", va="center", fontsize=7, color="w" if v < data.max() / 2 else "k")
+        ax.figure.colorbar(im, ax=ax, label="outputs that differ (%)")
+        ax.set_title("bf16 outputs that differ between server classes", fontsize=9)
+        return ax
+
+
+def _first_tensor(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            t = _first_tensor(o)
+            if t is not None:
+                return t
+    return None
+
+
+def compare(model, *inputs, hosts=FLEET, onednn_threads: int | None = None, strict: bool = False, **kwargs):
+    """Run ``model(*inputs, **kwargs)`` once per host under :class:`emulate` and compare every
+    layer's output between each pair of hosts, bit for bit.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Run in inference mode (``torch.no_grad()``); every submodule's output (the first tensor
+        it returns) is recorded with a forward hook.
+    inputs, kwargs
+        The model's arguments, the same on every host.
+    hosts : sequence of str or tilegemm.onednn.Host
+        At least two hosts (names of :data:`tilegemm.onednn.HOSTS` or Hosts); default
+        :data:`FLEET`, one of each server class.
+    onednn_threads : int, optional
+        PyTorch's thread count on every host (default: each host's cores).
+    strict : bool
+        As :class:`emulate`: raise on a product that cannot be emulated.
+
+    Returns
+    -------
+    Comparison
+        ``print(result)`` shows the table; ``result.plot()`` draws the heatmap.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"compare needs a torch.nn.Module, got {type(model).__name__}")
+    hosts = tuple(hosts)
+    names = [h if isinstance(h, str) else repr(h) for h in hosts]
+    if len(hosts) < 2:
+        raise ValueError(f"compare needs at least two hosts, got {names}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"compare got a host twice: {names}")
+    for h in hosts:
+        _onednn.schedule.as_host(h)  # an unknown name fails before anything runs
+    runs, outputs, skipped = {}, {}, {}
+    order: list[str] = []
+    for name, host in zip(names, hosts):
+        seen: dict[str, np.ndarray] = {}
+        counts: dict[str, int] = {}
+        handles = []
+
+        def hook(module, args, out, _path=None):
+            t = _first_tensor(out)
+            if t is None:
+                return
+            counts[_path] = counts.get(_path, 0) + 1
+            key = _path if counts[_path] == 1 else f"{_path}#{counts[_path]}"
+            seen[key] = (
+                t.detach().to(torch.float32).numpy().copy()
+                if t.dtype != torch.bfloat16
+                else to_numpy(t.detach()).copy()
+            )
+
+        for path, module in model.named_modules():
+            if path:  # the model itself is the output row
+                handles.append(module.register_forward_hook(lambda m, a, o, _p=path: hook(m, a, o, _p)))
+        try:
+            with torch.no_grad(), emulate(host=host, onednn_threads=onednn_threads, strict=strict) as mode:
+                out = model(*inputs, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+        final = _first_tensor(out)
+        if final is None:
+            raise TypeError(f"the model returned no tensor ({type(out).__name__})")
+        seen["(output)"] = to_numpy(final).copy() if final.dtype == torch.bfloat16 else final.to(torch.float32).numpy()
+        for key in seen:
+            if key not in order:
+                order.append(key)
+        runs[name], outputs[name], skipped[name] = seen, final, list(mode.skipped)
+    order.remove("(output)")
+    order.append("(output)")
+    rows = []
+    for layer in order:
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                if layer in runs[a] and layer in runs[b]:
+                    rows.append(LayerDiff(layer, (a, b), bitdiff(runs[a][layer], runs[b][layer])))
+    layers = tuple(layer for layer in order if all(layer in runs[n] for n in names))
+    return Comparison(tuple(names), layers, tuple(rows), outputs, skipped)
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        h = self.heads
+        q, k, v = (t.reshape(B, T, h, C // h).transpose(1, 2) for t in self.qkv(x).split(C, dim=-1))
+        att = (q @ k.transpose(-2, -1)) * (C // h) ** -0.5
+        att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(dim=-1)
+        return self.proj((att @ v).transpose(1, 2).reshape(B, T, C))
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, d: int, heads: int, mlp: int):
+        super().__init__()
+        self.ln1 = torch.nn.LayerNorm(d)
+        self.attn = _Attention(d, heads)
+        self.ln2 = torch.nn.LayerNorm(d)
+        self.fc1 = torch.nn.Linear(d, mlp)
+        self.fc2 = torch.nn.Linear(mlp, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+def demo_model(layers: int = 2, d: int = 128, heads: int = 4, mlp: int = 512, seq: int = 64, batch: int = 2, seed=0):
+    """A small GPT-like stack of pre-norm transformer blocks in bf16 (causal attention, GELU MLP),
+    with random weights from ``seed``, and an input ``(batch, seq, d)``: what ``python -m tilegemm
+    fleet --demo`` compares."""
+    g = torch.Generator().manual_seed(seed)
+    model = torch.nn.Sequential(*(_Block(d, heads, mlp) for _ in range(layers)))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * (1.0 if p.dim() == 1 and p.shape[0] == d else 0.05))
+    x = torch.randn(batch, seq, d, generator=g)
+    return model.to(torch.bfloat16).eval(), x.to(torch.bfloat16)

@@ -397,3 +397,34 @@ def test_plans_are_remembered():
     p, q = onednn.plan(64, 4096, 256, onednn_threads=2), onednn.plan(64, 4096, 256, onednn_threads=2)
     assert p.blocking is q.blocking
     assert onednn.plan(64, 4096, 256, onednn_threads=1).blocking is not p.blocking
+
+
+def test_tile_width_along_k():
+    """``rd_block``: how many K elements one TDPBF16PS of a brgemm kernel takes (worked from
+    ``brgemm_utils.cpp`` 648-666)."""
+    assert onednn.rd_block(300, False, False) == 30  # ten instructions, none of 32
+    assert onednn.rd_block(48, False, False) == 24
+    assert onednn.rd_block(12, False, False) == 12
+    assert onednn.rd_block(31, False, False) == 32  # an odd tail, zero-padded in A's buffer
+    assert onednn.rd_block(300, True, False) == 32  # the kernel may read past K: full tiles
+    assert onednn.rd_block(7, True, False) == 8
+    assert onednn.rd_block(300, False, True) == 32  # A copied by the kernel
+    assert onednn.rd_block(1024, False, False) == 32
+
+
+def test_the_amx_7x300_case():
+    """A second AMX recording (other data than tests/data's) parts from a single 32-wide chain
+    over K = 300 in one output: (4, 47) is 0x429f on the silicon, while nine tiles of 32 and one of
+    12 give float32 0x429f8002, which rounds to 0x42a0. oneDNN's kernel takes K in ten
+    instructions of 30 (the small-dims heuristic leaves extendable_k off: 300 splits into ten even
+    tiles), which gives the silicon's bits."""
+    A = silicon.operand((7, 300), 555009, "normal").view(BF)
+    B = silicon.operand((300, 64), 555010, "normal").view(BF)
+    p = onednn.plan(7, 300, 64, onednn_threads=1, host="recording-amx")
+    assert p.groups == ((tuple((k, k + 30) for k in range(0, 300, 30)),),)
+    assert p.describe().endswith("0:300 (TDPBF16PS over 30 K elements)")
+    for got in (onednn.matmul(A, B, onednn_threads=1), ref.matmul(A, B, onednn_threads=1)):
+        assert got.view(np.uint16)[4, 47] == 0x429F
+    # the plan it replaces: one range, chained in 32s
+    old = onednn.compute(A, B, dataclasses.replace(p, groups=((((0, 300),),),)))
+    assert old.view(np.uint16)[4, 47] == 0x42A0

@@ -38,11 +38,12 @@ from ..kernels.onednn import c10_bf16, vaddps, vcvtneps2bf16, vfmadd
 from ..packing import PackedB, pack_codes
 from .blocking import Blocking
 from .packing import pack_transposed
-from .schedule import HOSTS, MODELLED_ISAS, RECORDING_HOST, Host, Plan, plan
+from .schedule import HOSTS, MODELLED_ISAS, RECORDING_HOST, Host, Plan, plan, rd_block
 
 __all__ = [
     "Host",
     "Plan",
+    "rd_block",
     "Blocking",
     "RECORDING_HOST",
     "HOSTS",

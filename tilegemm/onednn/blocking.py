@@ -121,6 +121,9 @@ class Blocking:
     use_buffer_a: bool
     extendable_k: bool
     score: float
+    #: A is copied by the brgemm kernel itself (the macro heuristic's horizontal traversal,
+    #: AMXH 1020-1025); with ``extendable_k`` it decides the tile width along K (:func:`rd_block`).
+    use_fused_copy_a: bool = False
 
 
 class _Conf:
@@ -734,6 +737,8 @@ class _Macro:
 
     def _set_common(self):  # the set_common lambda (AMXH 172-193)
         self.k_blk_ = self.c.K
+        # AMXH 180-181: skip_extendable_k reads k_blk_, so this follows it
+        self.extendable_k_ = self.c.K % self.c.wei_k_blk != 0 and not self.skip_extendable_k()
         self.k_chunk_size_ = 1
         self.brgemm_batch_size_ = 1
         self.need_buf_c_ = False
@@ -1077,6 +1082,7 @@ def blocking(p: Problem) -> Blocking:
                 use_buffer_a=best.need_buf_a_,
                 extendable_k=best.extendable_k_,
                 score=float(best.efficiency_score_),
+                use_fused_copy_a=best.use_fused_copy_a_,
             )
     _amx_fallback_init(c)
     micro = _Micro.find_best_blocking(c)

@@ -16,6 +16,10 @@ commit 80afa71049):
   chunks are shared out by ``balance211`` (BMM 591-595); thread 0's buffer then receives every
   other thread's buffer in thread order (BMM 1150-1157), and a post-op pass adds it to +0
   (``skip_accumulation``, ``jit_brgemm_amx_uker.cpp`` 1449-1466);
+- inside a call each block of ``R`` K elements is a row of TDPBF16PS instructions ``rd_block``
+  wide (:func:`rd_block`, ``brgemm_utils.cpp`` 648-666): 32 bf16 pairs' worth where it can,
+  otherwise the widest even divisor of ``R``, so that a block of 300 is ten instructions of 30,
+  not nine of 32 and one of 12; each instruction restarts its two partial sums;
 - the sum post-op then adds the bf16 value read back from dst (scaled when not 1), and
   ``vcvtneps2bf16`` rounds to bf16 (``jit_brgemm_amx_uker.cpp`` 1032-1082, 1460-1575).
 
@@ -31,7 +35,17 @@ from dataclasses import dataclass, field, fields
 
 from .blocking import Blocking, Problem, avx512_blocking, balance211, blocking, div_up
 
-__all__ = ["Host", "Plan", "plan", "aten_kernel", "MKLDNN_MIN_SIZE", "RECORDING_HOST", "HOSTS", "MODELLED_ISAS"]
+__all__ = [
+    "Host",
+    "Plan",
+    "plan",
+    "rd_block",
+    "aten_kernel",
+    "MKLDNN_MIN_SIZE",
+    "RECORDING_HOST",
+    "HOSTS",
+    "MODELLED_ISAS",
+]
 
 #: ISA names under which oneDNN runs the AMX brgemm kernels this model follows: the names of
 #: ``dnnl_cpu_isa_t`` for Sapphire Rapids and later (v3.12 calls the family ``avx10_1_512_amx``).
@@ -185,8 +199,10 @@ class Plan:
     groups:
         One entry per thread along K, in thread order; each a tuple of brgemm calls in execution
         order; each call a tuple of ``(k0, k1)`` ranges chained in the tiles from +0 (consecutive
-        ``K_blk`` blocks of one call). Within a group, call results are added in float32 to the C
-        buffer in order (``C = call + C``).
+        ``K_blk`` blocks of one call, each cut into TDPBF16PS instructions of :func:`rd_block`
+        K elements where that is not 32; a range is chained in instructions of 32 from ``k0``).
+        Within a group, call results are added in float32 to the C buffer in order
+        (``C = call + C``).
     reduce:
         True when the groups' buffers are summed by the parallel-K reduction (then added to +0).
     """
@@ -229,7 +245,10 @@ class Plan:
             if len(spans) > 6:
                 spans = spans[:3] + ["..."] + spans[-1:]
             parts.append(" + ".join(spans))
-        return f"{kind}, nthr_k={b.nthr_k}, K_blk={b.K_blk}: " + " | ".join(parts)
+        # where rd_block cuts a block into instructions narrower than 32, say how wide
+        cuts = {k1 - k0 for g in self.groups for c in g for k0, k1 in c if k0 % b.K_blk}
+        cut = f" (TDPBF16PS over {max(cuts)} K elements)" if cuts else ""
+        return f"{kind}, nthr_k={b.nthr_k}, K_blk={b.K_blk}: " + " | ".join(parts) + cut
 
     def __str__(self) -> str:
         return (
@@ -290,6 +309,27 @@ def _check_dim(name: str, v: object) -> int:
     return v
 
 
+def rd_block(R: int, extendable_k: bool, fused_copy_a: bool) -> int:
+    """K elements per TDPBF16PS in a brgemm kernel whose blocks hold ``R`` (``brgemm_utils.cpp``
+    648-666, ``brgemm_types.hpp`` 564-576; bf16: 32 at most, in steps of 2).
+
+    With ``extendable_k`` (the kernel may read past K, A's tail being padded in the tile) and
+    ``R`` odd or past 32 without being a multiple of it: ``min(rnd_up(R, 2), 32)``. With A
+    copied by the kernel (``fused_copy_a``): 32. Otherwise the largest even divisor of ``R``
+    that is at most 32; an odd ``R`` there is the K tail, which oneDNN rounds up to 2 with a
+    zero-padded A buffer (``brgemm_matmul_utils.cpp`` 1814-1819)."""
+    if extendable_k and (R % 2 or (R > 32 and R % 32)):
+        return min(R + R % 2, 32)
+    if fused_copy_a:
+        return 32
+    R += R % 2
+    return next(i for i in range(32, 0, -2) if R % i == 0)
+
+
+def _tiles(k0: int, k1: int, width: int) -> tuple[tuple[int, int], ...]:
+    return tuple((k, min(k + width, k1)) for k in range(k0, k1, width))
+
+
 def plan(
     M: int,
     K: int,
@@ -341,6 +381,13 @@ def plan(
     # BMM 1727-1739: threads along K, and whether the parallel reduction runs (BMM 2284-2286)
     nthr_k = b.nthr_k if 0 < b.nthr_k <= b.nthr else 1
     parallel_reduction = nthr_k > 1 and K_chunks > 1
+
+    def cut(k0: int, k1: int) -> tuple[tuple[int, int], ...]:
+        if host.chain != "TDPBF16PS":
+            return ((k0, k1),)
+        width = rd_block(k1 - k0, b.extendable_k, b.use_fused_copy_a)
+        return ((k0, k1),) if width == 32 else _tiles(k0, k1, width)
+
     groups = []
     for ithr_k in range(nthr_k if parallel_reduction else 1):
         if ithr_k >= K_chunks:  # BMM 2289-2293: this thread has no K chunk
@@ -353,11 +400,11 @@ def plan(
             for kb in range(kb_start, kb_start + (K_chunk_tail if tail else kcs)):
                 k0 = kb * K_blk * bs
                 gemm_batch = bs if kb != num_K_blocks - 1 else min(bs, (K - k0) // K_blk)
-                call = tuple((k0 + i * K_blk, k0 + (i + 1) * K_blk) for i in range(gemm_batch))
+                call = tuple(r for i in range(gemm_batch) for r in cut(k0 + i * K_blk, k0 + (i + 1) * K_blk))
                 if call:
                     calls.append(call)
                 end = k0 + gemm_batch * K_blk
                 if kb == num_K_blocks - 1 and end < K:
-                    calls.append(((end, K),))  # the K tail: its own call, from +0
+                    calls.append(cut(end, K))  # the K tail: its own call, from +0
         groups.append(tuple(calls))
     return Plan(M, K, N, batch, threads, bool(b_transposed), bool(post_sum), host, b, tuple(groups), parallel_reduction)

@@ -176,3 +176,13 @@ def c10_bf16(bits):
     if (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF) != 0:
         return np.uint16(0x7FC0)
     return np.uint16((np.uint64(bits) + 0x7FFF + ((bits >> 16) & 1)) >> 16)
+
+
+@lazy_vectorize(["uint16(uint32)"], _DEPENDS)
+def bf16_keep_denormals(bits):
+    """binary32 bits -> bf16 bits as oneDNN converts without AVX512_BF16 (``gemm:jit:bf16``;
+    ``jit_avx512_core_bf16cvt.hpp`` 104-136): round to nearest even on the bit pattern, denormals
+    kept, a NaN quieted keeping its sign and top payload bits."""
+    if (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF) != 0:
+        return np.uint16((bits >> 16) | 0x40)
+    return np.uint16((np.uint64(bits) + 0x7FFF + ((bits >> 16) & 1)) >> 16)

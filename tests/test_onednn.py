@@ -186,7 +186,7 @@ def test_host_parameters():
     for bad, msg in [
         (dict(l1d=0), "l1d"),
         (dict(cores=1.5), "cores"),
-        (dict(isa="avx512_core"), "not modelled"),
+        (dict(isa="avx512_core_fp16"), "not modelled"),
         (dict(l2=1000), "sets"),
     ]:
         with pytest.raises(ValueError, match=msg):

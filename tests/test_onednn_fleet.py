@@ -1,7 +1,8 @@
 """PyTorch's bf16 on the other x86 server classes, against outputs recorded on an AMD EPYC Zen 4:
-the ``avx512_core_bf16`` host (oneDNN's brgemm matmul on VDPBF16PS), the ``avx2`` host (PyTorch's
-own kernels), the small products PyTorch keeps from oneDNN on every host, the edge cases (overflow,
-underflow, denormals, NaN and zero signs), named hosts, and the refusals.
+the ``avx512_core_bf16`` host (oneDNN's brgemm matmul on VDPBF16PS), the ``avx512_core`` host
+(oneDNN's gemm:jit:bf16), the ``avx2`` host (PyTorch's own kernels), the small products PyTorch
+keeps from oneDNN on every host, the edge cases (overflow, underflow, denormals, NaN and zero
+signs), named hosts, and the refusals.
 
 The recordings (tests/data/torch-bf16-fleet.json) hold a SHA-256 of every case's output bits, so
 each case is compared on all of its bits; the full arrays are public (``docs/onednn.md``)."""
@@ -166,11 +167,9 @@ def test_named_hosts():
         onednn.plan(4, 8, 4, host=3)
 
 
-@pytest.mark.parametrize(
-    "isa,says", [("avx512_core", "gemm:jit:bf16"), ("avx512_core_vnni", "gemm:jit:bf16"), ("sse41", "")]
-)
-def test_unmodelled_isas_are_refused(isa, says):
-    with pytest.raises(ValueError, match=f"isa '{isa}' is not modelled.*{says}.*avx512_core_bf16.*avx2"):
+@pytest.mark.parametrize("isa", ["sse41", "avx512_core_fp16", "avx"])
+def test_unmodelled_isas_are_refused(isa):
+    with pytest.raises(ValueError, match=f"isa '{isa}' is not modelled.*avx512_core_bf16.*avx512_core.*avx2"):
         onednn.Host(isa=isa)
 
 
@@ -201,33 +200,72 @@ def test_k_split_between_threads(case):
     assert silicon.digest(onednn.compute(a, b, flat)) != want
 
 
-# -- the avx2 class: PyTorch's own kernels -------------------------------------------------------
+# -- the avx2 and avx512_core classes: PyTorch's own kernels, oneDNN's gemm:jit -----------------
 
 AVX2 = "recording-zen4-avx2"
-AVX2_CASES = silicon.fleet_cases("avx2")
+AVX512 = "recording-zen4-avx512"
+# The classes oneDNN's brgemm does not serve, by the recording host's setting: PyTorch's own
+# kernels (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2; threads change nothing there) and
+# oneDNN's gemm:jit:bf16 (ONEDNN_MAX_CPU_ISA=AVX512_CORE; threads decide which rows are gemv).
+OTHER = {"avx2": AVX2, "avx512_core": AVX512}
+OTHER_CASES = [(cls, c) for cls in OTHER for c in silicon.fleet_cases(cls)]
+OTHER_CHEAP = [(cls, c) for cls, c in OTHER_CASES if _macs(c) <= 2**22]
 
 
-@pytest.mark.parametrize("case", AVX2_CASES, ids=[c["key"] for c in AVX2_CASES])
-def test_avx2_fast_path(case):
-    """Every recorded case of the avx2 class (``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``),
-    all output bits; ``onednn_threads`` is the case's and changes nothing there."""
+@pytest.mark.parametrize("cls,case", OTHER_CASES, ids=[f"{cls}-{c['key']}" for cls, c in OTHER_CASES])
+def test_other_classes_fast_path(cls, case):
+    """Every recorded case of the avx2 and avx512_core classes, all output bits, at the case's
+    threads."""
     A, B, C = (None if x is None else x.view(BF) for x in silicon.fleet_inputs(case))
-    kw = dict(host=AVX2, onednn_threads=case["threads"])
-    _check(case, torch_op(onednn.matmul, onednn.linear, case, A, B, C, **kw), "avx2")
+    kw = dict(host=OTHER[cls], onednn_threads=case["threads"])
+    _check(case, torch_op(onednn.matmul, onednn.linear, case, A, B, C, **kw), cls)
 
 
-AVX2_CHEAP = [c for c in AVX2_CASES if _macs(c) <= 2**22]
-
-
-@pytest.mark.parametrize("case", AVX2_CHEAP, ids=[c["key"] for c in AVX2_CHEAP])
-def test_avx2_reference(case):
+@pytest.mark.parametrize("cls,case", OTHER_CHEAP, ids=[f"{cls}-{c['key']}" for cls, c in OTHER_CHEAP])
+def test_other_classes_reference(cls, case):
     A, B, C = (None if x is None else x.view(BF) for x in silicon.fleet_inputs(case))
-    kw = dict(host=AVX2, onednn_threads=case["threads"])
-    _check(case, torch_op(_ref_mm, _ref_linear, case, A, B, C, **kw), "avx2")
+    kw = dict(host=OTHER[cls], onednn_threads=case["threads"])
+    _check(case, torch_op(_ref_mm, _ref_linear, case, A, B, C, **kw), cls)
+
+
+AVX512_CASES = silicon.fleet_cases("avx512_core")
+
+
+@pytest.mark.parametrize(
+    "K,blocks",
+    [
+        (300, [(0, 300)]),
+        (384, [(0, 384)]),
+        (385, [(0, 193), (193, 385)]),
+        (777, [(0, 389), (389, 777)]),
+        (1535, [(0, 768), (768, 1535)]),
+        (3000, [(0, 768), (768, 1536), (1536, 2304), (2304, 3000)]),
+    ],
+)
+def test_gemm_k_blocks(K, blocks):
+    # get_k_padd (gemm_driver.cpp 188-211) with bk = 768, bk_traditional = 384
+    assert list(onednn.schedule.gemm_k_blocks(K)) == blocks
+    assert onednn.plan(64, K, 64, host=AVX512).chains() == blocks
+
+
+def test_gemm_threads_pick_the_gemv_rows():
+    """Two threads share 7 x 64 outputs at 224: the row 3 that straddles the split is two gemv
+    calls; one thread makes one gemm call. Only the straddling row's bits may change."""
+    pieces = list(onednn.schedule.gemm_pieces(1, 7, 64, 2))
+    assert pieces == [(0, 0, 3, 0, 64), (0, 3, 4, 0, 32), (0, 3, 4, 32, 64), (0, 4, 7, 0, 64)]
+    assert list(onednn.schedule.gemm_pieces(1, 7, 64, 1)) == [(0, 0, 7, 0, 64)]
+    assert "(2 of 4 calls one-row gemv)" in onednn.plan(7, 3000, 64, onednn_threads=2, host=AVX512).describe()
+    case = next(c for c in AVX512_CASES if (c["op"], c["M"], c["N"], c["threads"]) == ("matmul", 7, 64, 2))
+    A, B = (x.view(BF) for x in silicon.fleet_inputs(case)[:2])
+    two = onednn.matmul(A, B, host=AVX512, onednn_threads=2).view(np.uint16)
+    one = onednn.matmul(A, B, host=AVX512, onednn_threads=1).view(np.uint16)
+    assert silicon.digest(two) == silicon.fleet_digest("avx512_core", case["key"])
+    rows = set(np.nonzero(two != one)[0])
+    assert rows <= {3}
 
 
 EDGES = silicon.edge_cases()
-EDGE_HOSTS = {"avx512_core_bf16": ZEN4, "avx2": AVX2}
+EDGE_HOSTS = {"avx512_core_bf16": ZEN4, "avx512_core": AVX512, "avx2": AVX2}
 
 
 @pytest.mark.parametrize("cls", sorted(EDGE_HOSTS))

@@ -29,7 +29,7 @@ _VERBS = {
     "VPMADDUBSW, VFMADD231PS)",
     "explain": "where and why two isa profiles give different bits: counts, the first step that parts, a reproducer",
     "fleet": "with --demo: a small GPT-like model's bf16 outputs, layer by layer, on each server class "
-    "(AMX Xeon, AMD EPYC Zen 4, AVX2 server), compared bit for bit (needs PyTorch)",
+    "(AMX Xeon, AMD EPYC Zen 4, AVX-512 Xeon without BF16, AVX2 server), compared bit for bit (needs PyTorch)",
 }
 
 

@@ -556,8 +556,9 @@ _PRODUCTS = _product_names()
 
 # -- the fleet question: one model on several hosts --------------------------------------------
 
-#: One host of each modelled server class: AMX Xeon, AMD EPYC Zen 4 (VDPBF16PS), AVX2 server.
-FLEET = ("recording-amx", "recording-zen4", "milan-64")
+#: One host of each modelled server class: AMX Xeon, AMD EPYC Zen 4 (VDPBF16PS), a Xeon without
+#: AMX or AVX512_BF16 (gemm:jit; the Zen 4 under ``ONEDNN_MAX_CPU_ISA=AVX512_CORE``), AVX2 server.
+FLEET = ("recording-amx", "recording-zen4", "recording-zen4-avx512", "milan-64")
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,11 @@ import numpy as np
 from ..api import matmul as _tile_matmul
 from ..formats import BF16, bf16_dtype
 from ..instructions import PROFILES, Instruction, resolve
-from ..kernels.onednn import c10_bf16, vaddps, vcvtneps2bf16, vfmadd
+from ..kernels.onednn import bf16_keep_denormals, c10_bf16, vaddps, vcvtneps2bf16, vfmadd
 from ..packing import PackedB, pack_codes
 from .blocking import Blocking
 from .packing import pack_transposed
-from .schedule import HOSTS, MODELLED_ISAS, RECORDING_HOST, Host, Plan, plan, rd_block
+from .schedule import HOSTS, MODELLED_ISAS, RECORDING_HOST, Host, Plan, gemm_pieces, plan, rd_block
 
 __all__ = [
     "Host",
@@ -166,6 +166,8 @@ def run(
     VDPBF16PS ones as the host says; their float32 results are combined in the plan's order with
     IEEE binary32 additions on bit patterns.
     """
+    if p.kernel == "gemm":
+        return _run_gemm(a, packed, p, c, beta, result_shape, threads)
     if p.kernel != "brgemm":
         return _run_aten(a, packed, p, c, beta, result_shape, threads)
     isa = _chain_isa(p.host.chain)
@@ -229,6 +231,58 @@ def _decode(codes: np.ndarray) -> np.ndarray:
     mag = np.ldexp(np.where(e > 0, mant + 128, mant).astype(np.float64), np.where(e > 0, e - 134, -133))
     mag = np.where(e == 0xFF, np.where(mant == 0, np.inf, np.nan), mag)
     return np.where(bits & 0x8000, -mag, mag)
+
+
+def _operands(a, b):
+    """a (..., M, K) and b (codes or a PackedB, (..., K, N)) as (nb, M, K) and (nb, K, N) codes."""
+    codes = b.unpack().view(np.uint16) if isinstance(b, PackedB) else np.asarray(b).view(np.uint16)
+    K, N = codes.shape[-2:]
+    if codes.ndim == 2:  # one product of all of a's rows
+        return a.reshape(1, -1, K), codes[None]
+    batch = np.broadcast_shapes(a.shape[:-2], codes.shape[:-2])
+    A = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
+    return A, np.broadcast_to(codes, batch + codes.shape[-2:]).reshape((-1, K, N))
+
+
+def _epilogue(acc: np.ndarray, c, beta: float, result_shape: tuple) -> np.ndarray:
+    """The sum post-op of oneDNN's gemm:jit and of PyTorch's kernels: ``c + acc`` or
+    ``fma(beta, c, acc)``, one rounding (binary32 bits, ``result_shape``)."""
+    acc = acc.reshape(result_shape)
+    if c is None:
+        return acc
+    prev = np.broadcast_to(c.astype(np.uint32) << np.uint32(16), result_shape)
+    if beta == 1.0:
+        return vaddps(acc, prev)
+    return vfmadd(prev, np.float32(beta).view(np.uint32), acc)
+
+
+def _run_gemm(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int | None) -> np.ndarray:
+    """``run`` on a gemm:jit host: oneDNN's single-threaded gemm calls on each thread's share of
+    the outputs (``gemm_pieces``), one-row pieces by the gemv kernels, then the sum post-op and
+    oneDNN's own rounding to bf16 (denormals kept, NaNs keeping sign and payload)."""
+    from ..api import _LAUNCH, _numba_threads
+    from ..kernels import gemm_jit
+
+    A, B = _operands(a, b)
+    Av, Bv = _decode(np.ascontiguousarray(A)), _decode(np.ascontiguousarray(B))
+    pieces = list(gemm_pieces(A.shape[0], A.shape[1], B.shape[2], p.onednn_threads))
+    Wv = None
+    if p.b_transposed and any(m1 - m0 == 1 for _, m0, m1, _, _ in pieces):
+        Wv = _decode(np.ascontiguousarray(np.swapaxes(B, -1, -2)))  # the gemv kernel reads it along K
+    if len({Av.dtype, Bv.dtype} | ({Wv.dtype} if Wv is not None else set())) > 1:
+        Av, Bv = Av.astype(np.float64), Bv.astype(np.float64)  # float32 -> float64: no denormal here
+        Wv = None if Wv is None else Wv.astype(np.float64)
+    out = np.empty(A.shape[:2] + (B.shape[2],), np.float32)
+    kp = p.blocking.K_blk
+    with _LAUNCH, _numba_threads(threads):
+        for bi, m0, m1, n0, n1 in pieces:
+            if m1 - m0 > 1:
+                gemm_jit.gemm(Av, Bv, out, kp, bi, m0, m1, n0, n1)
+            elif Wv is not None:
+                gemm_jit.gemv_t(Av, Wv, out, bi, m0, n0, n1)
+            else:
+                gemm_jit.gemv_n(Av, Bv, out, bi, m0, n0, n1)
+    return bf16_keep_denormals(_epilogue(_bits(out), c, beta, result_shape))
 
 
 def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int | None) -> np.ndarray:

@@ -40,6 +40,8 @@ __all__ = [
     "Plan",
     "plan",
     "rd_block",
+    "gemm_k_blocks",
+    "gemm_pieces",
     "aten_kernel",
     "MKLDNN_MIN_SIZE",
     "RECORDING_HOST",
@@ -56,18 +58,21 @@ VDPBF16PS_ISAS = ("avx512_core_bf16",)
 #: ISA names where oneDNN declines bf16 and PyTorch runs its own CPU gemm (AVX2 servers: EPYC
 #: Rome and Milan, Haswell and Broadwell Xeons; ``ONEDNN_VERBOSE`` prints no primitive).
 ATEN_ISAS = ("avx2",)
+#: ISA names under which oneDNN runs bf16 through its older gemm (``gemm:jit:bf16``: AVX-512
+#: without AVX512_BF16, so VDPBF16PS is emulated with two FMAs; Skylake-SP, Cascade Lake and Ice
+#: Lake Xeons, and any CPU under ``ONEDNN_MAX_CPU_ISA=AVX512_CORE``).
+GEMM_ISAS = ("avx512_core", "avx512_core_vnni")
 #: Every ISA a :class:`Host` may name, with what computes each output's sum there: the chain
-#: instruction inside each brgemm call, or ``"ATen"`` for PyTorch's own kernels.
+#: instruction inside each brgemm call, ``"gemm:jit"`` for oneDNN's gemm, or ``"ATen"`` for
+#: PyTorch's own kernels.
 MODELLED_ISAS = {
     **{isa: "TDPBF16PS" for isa in AMX_ISAS},
     **{isa: "VDPBF16PS" for isa in VDPBF16PS_ISAS},
+    **{isa: "gemm:jit" for isa in GEMM_ISAS},
     **{isa: "ATen" for isa in ATEN_ISAS},
 }
 #: Server classes whose bf16 path is known but not modelled: what runs there instead.
-_NOT_MODELLED = {
-    "avx512_core": "oneDNN's gemm:jit:bf16 (Skylake-SP to Ice Lake Xeons)",
-    "avx512_core_vnni": "oneDNN's gemm:jit:bf16 (Cascade Lake and Ice Lake Xeons)",
-}
+_NOT_MODELLED: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -171,8 +176,15 @@ HOSTS: dict[str, Host] = {
     "genoa-96": Host(96, 32 * _KIB, 1 * _MIB, 384 * _MIB, 8, 64, "avx512_core_bf16"),
     # EPYC 9965 (Turin Dense, Zen 5c): 192 cores, 48 KiB L1d, 1 MiB 16-way L2, 384 MiB L3
     "turin-192": Host(192, 48 * _KIB, 1 * _MIB, 384 * _MIB, 16, 64, "avx512_core_bf16"),
+    # Xeon Platinum 8380 (Ice Lake-SP): 40 cores, 48 KiB L1d, 1.25 MiB 20-way L2, 60 MiB L3; no AVX512_BF16
+    "icelake-40": Host(40, 48 * _KIB, 1280 * _KIB, 60 * _MIB, 20, 64, "avx512_core_vnni"),
+    # Xeon Platinum 8280 (Cascade Lake): 28 cores, 32 KiB L1d, 1 MiB 16-way L2, 38.5 MiB L3
+    "cascade-lake-28": Host(28, 32 * _KIB, 1 * _MIB, 77 * _MIB // 2, 16, 64, "avx512_core_vnni"),
     # EPYC 7763 (Milan, Zen 3): 64 cores, 32 KiB L1d, 512 KiB 8-way L2, 256 MiB L3; AVX2 only
     "milan-64": Host(64, 32 * _KIB, 512 * _KIB, 256 * _MIB, 8, 64, "avx2"),
+    # tests/data/torch-bf16-fleet.json's avx512_core class: the recording Zen 4 under
+    # ONEDNN_MAX_CPU_ISA=AVX512_CORE
+    "recording-zen4-avx512": Host(2, 32 * _KIB, 1 * _MIB, 32 * _MIB, 8, 64, "avx512_core"),
     # tests/data/torch-bf16-fleet.json's avx2 class: the recording Zen 4 under ONEDNN_MAX_CPU_ISA=AVX2
     "recording-zen4-avx2": Host(2, 32 * _KIB, 1 * _MIB, 32 * _MIB, 8, 64, "avx2"),
 }
@@ -225,9 +237,11 @@ class Plan:
 
     @property
     def kernel(self) -> str:
-        """``"brgemm"`` where oneDNN computes the product; else the PyTorch kernel that does
-        (:func:`aten_kernel`): ``"notrans"``, ``"transa"`` or ``"sequential"``."""
-        return self.blocking.heuristic if self.blocking.heuristic in _ATEN_ORDERS else "brgemm"
+        """``"brgemm"`` where oneDNN's brgemm matmul computes the product, ``"gemm"`` where its
+        gemm:jit does; else the PyTorch kernel that does (:func:`aten_kernel`): ``"notrans"``,
+        ``"transa"`` or ``"sequential"``."""
+        h = self.blocking.heuristic
+        return h if h in _ATEN_ORDERS or h == "gemm" else "brgemm"
 
     def chains(self) -> list[tuple[int, int]]:
         """The K range of every call's chain (its blocks joined), in execution order."""
@@ -236,6 +250,11 @@ class Plan:
     def describe(self) -> str:
         """One line: the heuristic, the K blocking and the calls (``|`` between K threads)."""
         b = self.blocking
+        if self.kernel == "gemm":
+            blocks = " + ".join(f"{c[0][0]}:{c[0][1]}" for c in self.groups[0])
+            rows = [m1 - m0 for _, m0, m1, _, _ in gemm_pieces(self.batch, self.M, self.N, self.onednn_threads)]
+            gemv = sum(r == 1 for r in rows)
+            return f"{_GEMM_ORDER}: {blocks}" + (f" ({gemv} of {len(rows)} calls one-row gemv)" if gemv else "")
         if self.kernel != "brgemm":
             return f"aten {b.heuristic} ({_ATEN_ORDERS[b.heuristic]}): 0:{self.K}"
         kind = b.heuristic + (f" {b.traversal}" if b.traversal else "")
@@ -275,6 +294,43 @@ _ATEN_ORDERS = {
     "transa": "AVX2 dot product, 8 x 8 lanes",
     "sequential": "one sum in K order",
 }
+
+
+#: oneDNN's ``gemm:jit:bf16`` on an AVX-512 host without AVX512_BF16 (``docs/onednn.md``, "The
+#: avx512_core host"): K blocks chained from +0 and added as ``C = block + C``; a single row of
+#: the output (gemm's n = 1) goes to the gemv kernels instead.
+_GEMM_ORDER = "gemm:jit, emulated VDPBF16PS: FMA pairs, odd k first"
+
+
+def gemm_k_blocks(K: int) -> tuple[tuple[int, int], ...]:
+    """The K blocks of oneDNN's bf16 gemm driver (``get_k_padd``, ``gemm_driver.cpp`` 188-211,
+    with ``bk = 768`` and ``bk_traditional = 384`` for bf16 on avx512_core, ``gemm_info.cpp``
+    304-315): one block up to 384, two halves (the first rounded up) below 1536, else blocks of
+    768 with a short last one."""
+    kp = K if K <= 384 else (K + 1) // 2 if K < 1536 else 768
+    return tuple((k, min(k + kp, K)) for k in range(0, K, kp))
+
+
+def gemm_pieces(batch: int, M: int, N: int, threads: int):
+    """The single-threaded gemm calls of oneDNN's bf16 matmul on a gemm:jit host, as
+    ``(b, m0, m1, n0, n1)``: each thread takes ``balance211`` of the ``batch * M * N`` outputs
+    and walks them as whole matrices, runs of whole rows, or a piece of one row
+    (``gemm_bf16_matmul.cpp`` 279-377); a piece of one row is a gemv call (gemm's n = 1,
+    ``gemv_driver.cpp`` 535-561)."""
+    for ithr in range(threads):
+        w, end = balance211(batch * M * N, threads, ithr)
+        while w < end:
+            b, r = divmod(w, M * N)
+            m, n = divmod(r, N)
+            rem = end - w
+            if rem >= M * N and m == 0 and n == 0:
+                gm, gn = M, N
+            elif rem >= N and n == 0:
+                gm, gn = min(M - m, rem // N), N
+            else:
+                gm, gn = 1, min(N - n, rem)
+            yield b, m, m + gm, n, n + gn
+            w += gm * gn
 
 
 #: PyTorch hands a bf16 product to oneDNN only when ``batch * M * K * N`` exceeds this (16^3):
@@ -369,6 +425,12 @@ def plan(
         _check_dim(name, v)
     if host.chain == "ATen" or batch * M * K * N <= MKLDNN_MIN_SIZE:
         return _aten_plan(M, K, N, batch, threads, bool(b_transposed), bool(post_sum), host)
+    if host.chain == "gemm:jit":
+        blocks = gemm_k_blocks(K)
+        g = Blocking("gemm", None, threads, 1, 1, 1, 1, blocks[0][1], 1, 1, M, N, False, False, False, 0.0)
+        return Plan(
+            M, K, N, batch, threads, bool(b_transposed), bool(post_sum), host, g, (tuple((k,) for k in blocks),), False
+        )
     problem = Problem(
         M, K, N, batch, threads, bool(b_transposed), bool(post_sum), host.l1d, host.l2, host.l2_ways, host.line
     )

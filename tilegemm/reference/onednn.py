@@ -6,7 +6,8 @@ its chain from zero: TDPBF16PS tile multiplies on an AMX host
 (:func:`tilegemm.reference.amx.tdp_float_gemm`), VDPBF16PS on an ``avx512_core_bf16`` one
 (:func:`tilegemm.reference.avx512.vdpbf16ps_gemm`),
 then the float32 additions follow one by one in oneDNN's order, and the result is rounded to
-bf16. On an ``avx2`` host no oneDNN runs: :mod:`tilegemm.reference.aten` writes out PyTorch's own
+bf16. On an ``avx512_core`` host oneDNN runs its gemm:jit instead (:mod:`tilegemm.reference.gemm_jit`);
+on an ``avx2`` host no oneDNN runs: :mod:`tilegemm.reference.aten` writes out PyTorch's own
 kernels. :mod:`tilegemm.onednn` must return the same bits.
 
 The three float32 operations outside the tiles (``vaddps``, ``vfmadd231ps``, ``vcvtneps2bf16``)
@@ -23,7 +24,7 @@ from .. import instructions
 from ..formats import BF16, bf16_dtype
 from ..kernels import onednn as _epilogue
 from ..onednn.schedule import Host, Plan, plan
-from . import aten
+from . import aten, gemm_jit
 from .amx import tdp_float_gemm
 from .avx512 import vdpbf16ps_gemm
 
@@ -102,9 +103,8 @@ def compute(a, b, p: Plan, *, c=None, beta: float = 1.0) -> np.ndarray:
     (batch, K, N), with ``c`` (broadcast to the result) as the sum post-op's input."""
     A = BF16.to_codes(np.asarray(a), "a", "bf16")
     B = BF16.to_codes(np.asarray(b), "b", "bf16")
-    if p.kernel != "brgemm":  # no oneDNN: PyTorch's own kernel, by the plan
+    if p.kernel not in ("brgemm", "gemm"):  # no oneDNN: PyTorch's own kernel, by the plan
         return aten.compute(A.view(bf16_dtype()), B.view(bf16_dtype()), p.kernel, c=c, beta=beta)
-    instr, chain = _CHAINS[p.host.chain]
     if B.ndim == 2:
         A3, B3 = A.reshape(1, -1, A.shape[-1]), B[None]
         result_shape = A.shape[:-1] + (B.shape[-1],)
@@ -112,6 +112,11 @@ def compute(a, b, p: Plan, *, c=None, beta: float = 1.0) -> np.ndarray:
         A3 = np.broadcast_to(A, (B.shape[0],) + A.shape[-2:])
         B3 = B
         result_shape = (B.shape[0],) + A.shape[-2:-1] + (B.shape[-1],)
+    if p.kernel == "gemm":  # oneDNN's gemm:jit (an AVX-512 host without AVX512_BF16)
+        cv = None if c is None else BF16.decode(BF16.to_codes(np.asarray(c), "c", "bf16"))
+        bits = gemm_jit.compute(BF16.decode(A3), BF16.decode(B3), p, c=cv, beta=beta)
+        return bits.reshape(result_shape).view(bf16_dtype())
+    instr, chain = _CHAINS[p.host.chain]
     batch, M, K = A3.shape
     N = B3.shape[2]
     out = np.empty((batch, M, N), np.float32)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from . import exact, rounding
 from ._cache import lazy_vectorize
@@ -40,6 +40,8 @@ _SIGN = np.uint32(0x80000000)
 _QNAN = np.uint32(0xFFC00000)  # x86's "real indefinite": inf - inf, 0 * inf
 _TWO_149 = 2.0**149
 _MIN_NORMAL = 2.0**-126
+_MIN_NORMAL_F32 = np.float32(2.0**-126)
+_MAX_F32 = np.float32(np.finfo(np.float32).max)
 
 
 @njit(cache=True, inline="always")
@@ -139,6 +141,37 @@ def fma_bits(x, y, z):
     p = a * b  # exact; a signed zero when a or b is zero, as IEEE multiplies
     s, t = two_sum(p, c)
     return encode(s, t)
+
+
+@njit(cache=True, inline="always")
+def _normal(bits):
+    """Whether binary32 ``bits`` is a normal number (not zero, denormal, infinite or NaN)."""
+    e = bits & 0x7F800000
+    return e != 0 and e != 0x7F800000
+
+
+@njit(cache=True, inline="always")
+def _is_normal(v):
+    """Whether binary32 ``v`` is a normal number, by comparisons (a NaN fails both; under DAZ a
+    denormal compares as zero, which fails too)."""
+    m = abs(v)
+    return m >= _MIN_NORMAL_F32 and m <= _MAX_F32
+
+
+@njit(cache=True, parallel=True)
+def add_lanes(x, y, out, special):
+    """``out = x + y`` on flat float32 arrays by the host's own binary32 addition, and
+    ``special[i]`` set where an operand or the result is not a normal number: there the caller
+    replaces the lane with :func:`vaddps`'s.
+
+    IEEE addition of normal numbers to a normal result is the same on every CPU and under every
+    FTZ/DAZ setting (those act only on denormals; a flushed result is a zero, which the test
+    flags), so only lanes with a zero, a denormal, an infinity or a NaN need the bit-level rule,
+    and most lanes of a matrix product's sums take the single instruction."""
+    for i in prange(x.size):
+        r = x[i] + y[i]
+        out[i] = r
+        special[i] = not (_is_normal(x[i]) and _is_normal(y[i]) and _is_normal(r))
 
 
 @lazy_vectorize(["uint32(uint32, uint32)"], _DEPENDS)

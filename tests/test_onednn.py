@@ -72,6 +72,37 @@ def test_vaddps_against_exact_rationals():
         assert_bits(got, xf + yf, "vaddps vs numpy's IEEE addition")  # numpy keeps denormals here
 
 
+def test_fast_vaddps_is_the_exact_one():
+    """``tilegemm.onednn.vaddps`` (the host's addition where operands and result are normal,
+    the bit-level rule elsewhere) against ``kernels.onednn.vaddps`` on every kind of lane: random
+    bit patterns (NaNs of every payload, infinities, denormals), cancellations into the denormal
+    range and to zero, tiny and huge sums, broadcasting, and ``out`` aliasing an operand."""
+    rng = np.random.default_rng(2024)
+    n = 1 << 18
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    y = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    y[::3] = x[::3] ^ np.uint32(0x80000001)  # nearly opposite: results down to denormals
+    y[1::7] = x[1::7] ^ np.uint32(0x80000000)  # exactly opposite: +0
+    y[2::11] = (x[2::11] & np.uint32(0x807FFFFF)) | np.uint32(0x00800000)  # a smallest-exponent addend
+    x[3::13] = 0x7F7FFFFF  # overflow to infinity
+    y[3::13] = 0x7F7FFFFF
+    x[4::17] = 0
+    y[5::19] = 0x80000000
+    want = epi.vaddps(x, y)
+    for _ in range(2):  # the second call reuses freed memory: no lane may keep a stale value
+        assert_bits(onednn.vaddps(x, y).view(np.float32), want.view(np.float32), "fast vaddps")
+    a = x.copy()
+    assert onednn.vaddps(a, y, out=a) is a
+    assert_bits(a.view(np.float32), want.view(np.float32), "fast vaddps into x")
+    b = y.copy()
+    onednn.vaddps(x, b, out=b)
+    assert_bits(b.view(np.float32), want.view(np.float32), "fast vaddps into y")
+    m = x.reshape(512, 512)
+    row = y[:512]
+    assert_bits(onednn.vaddps(m, row).view(np.float32), epi.vaddps(m, row).view(np.float32), "broadcast")
+    assert_bits(onednn.vaddps(np.uint32(0), m).view(np.float32), epi.vaddps(np.uint32(0), m).view(np.float32), "0 + C")
+
+
 def test_vfmadd_against_exact_rationals():
     rng = np.random.default_rng(1412)
     x = _bits32(rng, 2000)

@@ -348,8 +348,13 @@ def test_compare_finds_no_difference_between_one_host_twice_named():
 def test_compare_differs_where_the_classes_do():
     model, x = tt.demo_model()
     result = tt.compare(model, x)
-    out = [r for r in result.rows if r.layer == "(output)"]
-    assert all(0 < r.diff.count < r.diff.total // 10 for r in out)
+    out = {r.hosts: r.diff for r in result.rows if r.layer == "(output)"}
+    # the Zen 4's VDPBF16PS brgemm and gemm:jit's emulated VDPBF16PS part only where gemm:jit cuts
+    # a K above 384 in two (fc2, K = 512); the bf16 residual hides those few here
+    alike = ("recording-zen4", "recording-zen4-avx512")
+    assert out.pop(alike).identical
+    assert all(not r.diff.identical for r in result.rows if r.hosts == alike and r.layer.endswith("fc2"))
+    assert len(out) == 5 and all(0 < d.count < d.total // 10 for d in out.values())
 
 
 def test_compare_refuses_bad_hosts():

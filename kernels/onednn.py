@@ -151,27 +151,31 @@ def _normal(bits):
 
 
 @njit(cache=True, inline="always")
-def _is_normal(v):
-    """Whether binary32 ``v`` is a normal number, by comparisons (a NaN fails both; under DAZ a
-    denormal compares as zero, which fails too)."""
-    m = abs(v)
-    return m >= _MIN_NORMAL_F32 and m <= _MAX_F32
+def _plain(bits):
+    """Whether binary32 ``bits`` is a zero or a normal number (not denormal, infinite or NaN)."""
+    e = bits & 0x7F800000
+    return (e != 0 and e != 0x7F800000) or (bits & 0x7FFFFFFF) == 0
 
 
 @njit(cache=True, parallel=True)
-def add_lanes(x, y, out, special):
+def add_lanes(xb, yb, x, y, out, special):
     """``out = x + y`` on flat float32 arrays by the host's own binary32 addition, and
-    ``special[i]`` set where an operand or the result is not a normal number: there the caller
-    replaces the lane with :func:`vaddps`'s.
+    ``special[i]`` set where the caller must replace the lane with :func:`vaddps`'s (``xb``,
+    ``yb``: the operands' bits, read only).
 
-    IEEE addition of normal numbers to a normal result is the same on every CPU and under every
-    FTZ/DAZ setting (those act only on denormals; a flushed result is a zero, which the test
-    flags), so only lanes with a zero, a denormal, an infinity or a NaN need the bit-level rule,
-    and most lanes of a matrix product's sums take the single instruction."""
+    IEEE addition of zeros and normal numbers to a normal result, or to a zero when the operands
+    cancel exactly, is the same on every CPU and under every FTZ/DAZ setting: those act only on
+    denormals. So only lanes with a denormal, an infinity or a NaN among the operands, or a
+    result that is not normal (a denormal, or a zero the operands do not explain, which FTZ may
+    have made of one; under DAZ a denormal compares equal to zero and fails the same test), take
+    the bit-level rule, and most lanes of a matrix product's sums take the single instruction."""
     for i in prange(x.size):
         r = x[i] + y[i]
         out[i] = r
-        special[i] = not (_is_normal(x[i]) and _is_normal(y[i]) and _is_normal(r))
+        m = abs(r)
+        ok = m >= _MIN_NORMAL_F32 and m <= _MAX_F32
+        ok = ok or (r == 0 and x[i] == -y[i])
+        special[i] = not (_plain(xb[i]) and _plain(yb[i]) and ok)
 
 
 @lazy_vectorize(["uint32(uint32, uint32)"], _DEPENDS)

@@ -38,6 +38,7 @@ from ..instructions import PROFILES, Instruction, resolve
 from ..kernels.onednn import add_lanes, bf16_keep_denormals, c10_bf16, vcvtneps2bf16, vfmadd
 from ..kernels.onednn import vaddps as _exact_add
 from ..packing import PackedB, pack_codes
+from . import chains
 from .blocking import Blocking
 from .packing import pack_transposed
 from .schedule import HOSTS, MODELLED_ISAS, RECORDING_HOST, Host, Plan, gemm_pieces, plan, rd_block
@@ -148,7 +149,7 @@ def vaddps(x, y, out: np.ndarray | None = None) -> np.ndarray:
     r = np.empty(fx.size, np.uint32)
     special = np.empty(fx.size, np.bool_)
     with _LAUNCH:
-        add_lanes(fx.view(np.float32), fy.view(np.float32), r.view(np.float32), special)
+        add_lanes(fx, fy, fx.view(np.float32), fy.view(np.float32), r.view(np.float32), special)
     lanes = np.flatnonzero(special)
     if lanes.size:
         r[lanes] = _exact_add(fx[lanes], fy[lanes])
@@ -288,20 +289,27 @@ def _run_gemm(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     from ..kernels import gemm_jit
 
     A, B = _operands(a, b)
-    Av, Bv = _decode(np.ascontiguousarray(A)), _decode(np.ascontiguousarray(B))
     pieces = list(gemm_pieces(A.shape[0], A.shape[1], B.shape[2], p.onednn_threads))
+    codes = np.ascontiguousarray(A).view(np.uint16)
+    fast = None
+    if any(m1 - m0 > 1 for _, m0, m1, _, _ in pieces):
+        fast = chains.gemm(codes, B.view(np.uint16), threads)  # every row; gemv rows replaced below
+    out = np.empty(A.shape[:2] + (B.shape[2],), np.float32) if fast is None else fast.view(np.float32)
+    if fast is not None and all(m1 - m0 > 1 for _, m0, m1, _, _ in pieces):
+        return bf16_keep_denormals(_epilogue(_bits(out), c, beta, result_shape))
+    Av, Bv = _decode(codes), _decode(np.ascontiguousarray(B))
     Wv = None
     if p.b_transposed and any(m1 - m0 == 1 for _, m0, m1, _, _ in pieces):
         Wv = _decode(np.ascontiguousarray(np.swapaxes(B, -1, -2)))  # the gemv kernel reads it along K
     if len({Av.dtype, Bv.dtype} | ({Wv.dtype} if Wv is not None else set())) > 1:
         Av, Bv = Av.astype(np.float64), Bv.astype(np.float64)  # float32 -> float64: no denormal here
         Wv = None if Wv is None else Wv.astype(np.float64)
-    out = np.empty(A.shape[:2] + (B.shape[2],), np.float32)
     kp = p.blocking.K_blk
     with _LAUNCH, _numba_threads(threads):
         for bi, m0, m1, n0, n1 in pieces:
             if m1 - m0 > 1:
-                gemm_jit.gemm(Av, Bv, out, kp, bi, m0, m1, n0, n1)
+                if fast is None:
+                    gemm_jit.gemm(Av, Bv, out, kp, bi, m0, m1, n0, n1)
             elif Wv is not None:
                 gemm_jit.gemv_t(Av, Wv, out, bi, m0, n0, n1)
             else:
@@ -312,37 +320,32 @@ def _run_gemm(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
 def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int | None) -> np.ndarray:
     """``run`` on an ATen host: each output one float32 dot product in the order of the kernel
     PyTorch picks (``p.kernel``), then ``c`` (``fma(beta, c, dot)``) and ``c10::BFloat16``'s
-    rounding. ``b``: bf16 codes (..., K, N) (a transposed view for ``transa``), or a PackedB."""
+    rounding. ``b``: bf16 codes (..., K, N) (a transposed view for ``transa``), or a PackedB.
+    The chains run as batched ``fp32_fma`` products (:mod:`tilegemm.onednn.chains`) where they
+    can, else element by element (``tilegemm.kernels.aten``)."""
     from ..api import _LAUNCH, _numba_threads
     from ..kernels import aten
 
-    codes = b.unpack().view(np.uint16) if isinstance(b, PackedB) else np.asarray(b).view(np.uint16)
-    K, N = codes.shape[-2:]
-    if codes.ndim == 2:  # one product of all of a's rows
-        A = a.reshape(1, -1, K)
-        B = codes[None]
-    else:
-        batch = np.broadcast_shapes(a.shape[:-2], codes.shape[:-2])
-        A = np.broadcast_to(a, batch + a.shape[-2:]).reshape((-1,) + a.shape[-2:])
-        B = np.broadcast_to(codes, batch + codes.shape[-2:]).reshape((-1, K, N))
-    Av = _decode(np.ascontiguousarray(A))
-    out = np.empty(A.shape[:2] + (N,), np.float32)
-    if p.kernel == "transa":  # both operands read along K
-        Bv = _decode(np.ascontiguousarray(np.swapaxes(B, -1, -2)))
-    else:
-        Bv = _decode(np.ascontiguousarray(B))
-    if Av.dtype != Bv.dtype:
-        Av, Bv = Av.astype(np.float64), Bv.astype(np.float64)  # float32 -> float64: no denormal here
-    with _LAUNCH, _numba_threads(threads):
-        getattr(aten, p.kernel)(Av, Bv, out)
-    acc = _bits(out).reshape(result_shape)
-    if c is not None:
-        prev = np.broadcast_to(c.astype(np.uint32) << np.uint32(16), result_shape)
-        if beta == 1.0:
-            acc = vaddps(acc, prev)  # c + dot, one rounding
+    A, B = _operands(a, b)
+    codes = np.ascontiguousarray(A).view(np.uint16)
+    acc = None
+    if p.kernel == "notrans":
+        acc = chains.notrans(codes, B.view(np.uint16), threads)
+    elif p.kernel == "transa":
+        acc = chains.transa(codes, np.swapaxes(B, -1, -2).view(np.uint16), threads)
+    if acc is None:
+        Av = _decode(codes)
+        if p.kernel == "transa":  # both operands read along K
+            Bv = _decode(np.ascontiguousarray(np.swapaxes(B, -1, -2)))
         else:
-            acc = vfmadd(prev, np.float32(beta).view(np.uint32), acc)  # fma(beta, c, dot)
-    return c10_bf16(acc)
+            Bv = _decode(np.ascontiguousarray(B))
+        if Av.dtype != Bv.dtype:
+            Av, Bv = Av.astype(np.float64), Bv.astype(np.float64)  # float32 -> float64: no denormal here
+        out = np.empty(A.shape[:2] + (B.shape[2],), np.float32)
+        with _LAUNCH, _numba_threads(threads):
+            getattr(aten, p.kernel)(Av, Bv, out)
+        acc = _bits(out)
+    return c10_bf16(_epilogue(acc, c, beta, result_shape))
 
 
 def _prepare(a, b, c, b_transposed, pack=True):

@@ -21,7 +21,9 @@
 - ``rounding.py``, ``onednn.py``: the 16-bit float conversions on bit patterns, and oneDNN's
   brgemm epilogue operations; ``_cache.py``: where compiled code is cached.
 - ``aten.py``: PyTorch's own bf16 gemm kernels (an AVX2 server, and small products on every
-  server), each output one float32 dot product in the order of the kernel PyTorch picks.
+  server), each output one float32 dot product in the order of the kernel PyTorch picks;
+  ``gemm_jit.py``: oneDNN's gemm:jit kernels for bf16 on AVX-512 without AVX512_BF16 (the gemm
+  kernel's K blocks of emulated VDPBF16PS pairs, and its two gemv kernels), element by element.
 - A module of its own per family whose body is new, named as its family and declaring it there
   (``families.get`` finds it by name; ``python -m tilegemm info`` lists every family).
 

@@ -31,15 +31,14 @@ import numbers
 
 import numpy as np
 
-from ..api import _LAUNCH
 from ..api import matmul as _tile_matmul
 from ..formats import BF16, bf16_dtype
 from ..instructions import PROFILES, Instruction, resolve
-from ..kernels.onednn import add_lanes, bf16_keep_denormals, c10_bf16, vcvtneps2bf16, vfmadd
-from ..kernels.onednn import vaddps as _exact_add
+from ..kernels.onednn import bf16_keep_denormals, c10_bf16, vcvtneps2bf16, vfmadd
 from ..packing import PackedB, pack_codes
 from . import chains
 from .blocking import Blocking
+from .float32 import vaddps
 from .packing import pack_transposed
 from .schedule import HOSTS, MODELLED_ISAS, RECORDING_HOST, Host, Plan, gemm_pieces, plan, rd_block
 
@@ -136,27 +135,6 @@ def _k_slice(packed: PackedB, k0: int, k1: int, isa: str) -> PackedB:
         return PackedB(shape, packed.dtype, data, isa)
     codes = packed.unpack()[..., k0:k1, :].view(packed.format.storage)
     return pack_codes(np.ascontiguousarray(codes), isa, packed.dtype)
-
-
-def vaddps(x, y, out: np.ndarray | None = None) -> np.ndarray:
-    """binary32 bits ``x + y`` (IEEE, RNE, denormals kept), broadcast, into ``out`` if given
-    (which may be ``x`` or ``y``): ``tilegemm.kernels.onednn.vaddps``'s bits, with the host's own
-    addition on the lanes where that is exact (``add_lanes``)."""
-    x = np.asarray(x, np.uint32)
-    y = np.asarray(y, np.uint32)
-    shape = np.broadcast_shapes(x.shape, y.shape)
-    fx, fy = (np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1) for v in (x, y))
-    r = np.empty(fx.size, np.uint32)
-    special = np.empty(fx.size, np.bool_)
-    with _LAUNCH:
-        add_lanes(fx, fy, fx.view(np.float32), fy.view(np.float32), r.view(np.float32), special)
-    lanes = np.flatnonzero(special)
-    if lanes.size:
-        r[lanes] = _exact_add(fx[lanes], fy[lanes])
-    if out is None:
-        return r.reshape(shape)
-    out[...] = r.reshape(shape)
-    return out
 
 
 def _bits(x: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..api import matmul as _tile_matmul
 from ..formats import bf16_dtype
+from .float32 import vaddps
 from .schedule import gemm_k_blocks
 
 __all__ = ["notrans", "transa", "gemm"]
@@ -48,8 +49,6 @@ def _bits(x: np.ndarray) -> np.ndarray:
 
 
 def _vaddps(x, y):
-    from . import vaddps
-
     return vaddps(x, y)
 
 

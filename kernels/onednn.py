@@ -152,14 +152,15 @@ def _normal(bits):
 
 @njit(cache=True, inline="always")
 def _plain(bits):
-    """Whether binary32 ``bits`` is a zero or a normal number (not denormal, infinite or NaN)."""
+    """Whether binary32 ``bits`` is a zero or a normal number (not denormal, infinite or NaN);
+    bitwise operators, not ``and``/``or``, so that the loops vectorise."""
     e = bits & 0x7F800000
-    return (e != 0 and e != 0x7F800000) or (bits & 0x7FFFFFFF) == 0
+    return ((e != 0) & (e != 0x7F800000)) | ((bits & 0x7FFFFFFF) == 0)
 
 
 @njit(cache=True, parallel=True)
 def add_lanes(xb, yb, x, y, out, special):
-    """``out = x + y`` on flat float32 arrays by the host's own binary32 addition, and
+    """``out = x + y`` on 2-D float32 arrays by the host's own binary32 addition, and
     ``special[i]`` set where the caller must replace the lane with :func:`vaddps`'s (``xb``,
     ``yb``: the operands' bits, read only).
 
@@ -169,13 +170,13 @@ def add_lanes(xb, yb, x, y, out, special):
     result that is not normal (a denormal, or a zero the operands do not explain, which FTZ may
     have made of one; under DAZ a denormal compares equal to zero and fails the same test), take
     the bit-level rule, and most lanes of a matrix product's sums take the single instruction."""
-    for i in prange(x.size):
-        r = x[i] + y[i]
-        out[i] = r
-        m = abs(r)
-        ok = m >= _MIN_NORMAL_F32 and m <= _MAX_F32
-        ok = ok or (r == 0 and x[i] == -y[i])
-        special[i] = not (_plain(xb[i]) and _plain(yb[i]) and ok)
+    for i in prange(x.shape[0]):  # 2-D: rows of a (possibly broadcast, stride-0) operand
+        for j in range(x.shape[1]):
+            r = x[i, j] + y[i, j]
+            out[i, j] = r
+            m = abs(r)
+            ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((r == 0) & (x[i, j] == -y[i, j]))
+            special[i, j] = not (_plain(xb[i, j]) & _plain(yb[i, j]) & ok)
 
 
 @lazy_vectorize(["uint32(uint32, uint32)"], _DEPENDS)

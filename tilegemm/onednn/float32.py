@@ -18,13 +18,15 @@ def vaddps(x, y, out: np.ndarray | None = None) -> np.ndarray:
     x = np.asarray(x, np.uint32)
     y = np.asarray(y, np.uint32)
     shape = np.broadcast_shapes(x.shape, y.shape)
-    fx, fy = (np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1) for v in (x, y))
-    r = np.empty(fx.size, np.uint32)
-    special = np.empty(fx.size, np.bool_)
+    cols = shape[-1] if shape and shape[-1] else 1
+    # C-contiguous 2-D operands (a broadcast one copied out: the kernel vectorises on these)
+    fx, fy = (np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1, cols) for v in (x, y))
+    r = np.empty(fx.shape, np.uint32)
+    special = np.empty(fx.shape, np.bool_)
     with _LAUNCH:
         add_lanes(fx, fy, fx.view(np.float32), fy.view(np.float32), r.view(np.float32), special)
-    lanes = np.flatnonzero(special)
-    if lanes.size:
+    if special.any():
+        lanes = np.nonzero(special)
         r[lanes] = _exact_add(fx[lanes], fy[lanes])
     if out is None:
         return r.reshape(shape)

@@ -9,10 +9,10 @@ partial sums are binary32 values held exactly in binary64.
 
 :func:`r32` rounds without a binary32 operation that MXCSR could flush: a result of binary32's
 normal range goes through ``cvtsd2ss`` (which FTZ does not touch there), and a smaller one is
-rounded on the 2^-149 grid in binary64. The operands reach the kernels as float32 when none is
-a bf16 denormal (``cvtss2sd`` reads them exactly unless MXCSR.DAZ is set, which only a denormal
-would notice), else as float64 decoded from the bit patterns (``tilegemm.onednn``). The results
-are written as float32, exactly (a denormal result is flushed only if the caller set MXCSR.FTZ).
+rounded on the 2^-149 grid in binary64. The operands reach the kernels as bf16 codes (uint16),
+read through ``V``, the table of every code's value as float64 (:data:`VALUES`, built from the
+fields, so no MXCSR.DAZ can touch a denormal): no pass over the operands converts them first.
+The results are written as float32, exactly (a denormal result is flushed only if the caller set MXCSR.FTZ).
 """
 
 from __future__ import annotations
@@ -23,6 +23,22 @@ from numba import njit, prange
 _TWO_149 = 2.0**149
 _TWO_M149 = 2.0**-149
 _MIN_NORMAL = 2.0**-126
+
+
+def _values() -> np.ndarray:
+    """Every bf16 code's value as float64 (denormals, infinities, NaNs with their payloads),
+    built from the fields: no binary32 denormal passes through a conversion MXCSR.DAZ could zero."""
+    bits = np.arange(1 << 16, dtype=np.uint32)
+    e = ((bits >> 7) & 0xFF).astype(np.int64)
+    m = (bits & 0x7F).astype(np.int64)
+    mag = np.ldexp(np.where(e > 0, m + 128, m).astype(np.float64), np.where(e > 0, e - 134, -133))
+    top = e == 0xFF  # infinities and NaNs: the conversion keeps the payload (quieted)
+    mag[top] = np.abs((bits[top] << np.uint32(16)).view(np.float32).astype(np.float64))
+    return np.where(bits & 0x8000, -mag, mag)
+
+
+#: The float64 value of every bf16 code, indexed by the code (the kernels' ``V``).
+VALUES = _values()
 # Output columns (notrans) and rows of the weight (transa) per parallel job.
 _NOTRANS_COLS = 256
 _NOTRANS_ROWS = 4
@@ -44,7 +60,7 @@ def mul_add(acc, a, b):
 
 
 @njit(cache=True, parallel=True)
-def notrans(A, B, out):
+def notrans(A, B, V, out):
     """``out[b] = A[b] @ B[b]`` (A (nb, M, K), B (nb, K, N), out float32 (nb, M, N)) in
     ``sum``'s order: product ``l`` into partial ``l % 4`` (the last ``K % 4`` into partial 0),
     then ``((p0 + p1) + p2) + p3``."""
@@ -64,14 +80,14 @@ def notrans(A, B, out):
         for l in range(main):
             q = l % 4
             for i in range(rows):
-                a = np.float64(A[b, i0 + i, l])
+                a = V[A[b, i0 + i, l]]
                 for j in range(w):
-                    acc[i, q, j] = r32(acc[i, q, j] + a * np.float64(B[b, l, j0 + j]))
+                    acc[i, q, j] = r32(acc[i, q, j] + a * V[B[b, l, j0 + j]])
         for l in range(main, K):  # the tail: products rounded, then added
             for i in range(rows):
-                a = np.float64(A[b, i0 + i, l])
+                a = V[A[b, i0 + i, l]]
                 for j in range(w):
-                    acc[i, 0, j] = mul_add(acc[i, 0, j], a, np.float64(B[b, l, j0 + j]))
+                    acc[i, 0, j] = mul_add(acc[i, 0, j], a, V[B[b, l, j0 + j]])
         for i in range(rows):
             for j in range(w):
                 s = r32(r32(r32(acc[i, 0, j] + acc[i, 1, j]) + acc[i, 2, j]) + acc[i, 3, j])
@@ -90,7 +106,7 @@ def _lanes(v, o):
 
 
 @njit(cache=True, parallel=True)
-def transa(A, W, out):
+def transa(A, W, V, out):
     """``out[b] = A[b] @ W[b].T`` (A (nb, M, K), W (nb, N, K), out float32 (nb, M, N)) in the
     AVX2 dot product's order (:mod:`tilegemm.reference.aten`)."""
     nb, M, K = A.shape
@@ -108,7 +124,7 @@ def transa(A, W, out):
                 regs[:] = 0.0
                 for k0 in range(0, main, 64):
                     for t in range(64):  # register t // 8, lane t % 8
-                        regs[t] = r32(regs[t] + np.float64(A[b, i, k0 + t]) * np.float64(W[b, j, k0 + t]))
+                        regs[t] = r32(regs[t] + V[A[b, i, k0 + t]] * V[W[b, j, k0 + t]])
                 for step in (4, 2, 1):  # the register tree: r[i] += r[i + step]
                     for t in range(8 * step):
                         regs[t] = r32(regs[t] + regs[t + 8 * step])
@@ -116,15 +132,15 @@ def transa(A, W, out):
                 tail[:] = 0.0
                 for k0 in range(main, mid, 8):
                     for t in range(8):
-                        tail[t] = r32(tail[t] + np.float64(A[b, i, k0 + t]) * np.float64(W[b, j, k0 + t]))
+                        tail[t] = r32(tail[t] + V[A[b, i, k0 + t]] * V[W[b, j, k0 + t]])
                 total = r32(total + _lanes(tail, 0))  # also with no block of 16: -0 + +0 = +0
                 for k in range(mid, K):
-                    total = mul_add(total, np.float64(A[b, i, k]), np.float64(W[b, j, k]))
+                    total = mul_add(total, V[A[b, i, k]], V[W[b, j, k]])
                 out[b, i, j] = np.float32(total)
 
 
 @njit(cache=True, parallel=True)
-def sequential(A, B, out):
+def sequential(A, B, V, out):
     """``out[b] = A[b] @ B[b]`` (B (nb, K, N)), each output one sum in K order."""
     nb, M, K = A.shape
     N = B.shape[2]
@@ -134,5 +150,5 @@ def sequential(A, B, out):
         for j in range(N):
             acc = 0.0
             for k in range(K):
-                acc = mul_add(acc, np.float64(A[b, i, k]), np.float64(B[b, k, j]))
+                acc = mul_add(acc, V[A[b, i, k]], V[B[b, k, j]])
             out[b, i, j] = np.float32(acc)

@@ -6,6 +6,9 @@ as ``C = block + C``), :func:`gemv_t` (16 lanes over pairs, then a tree) and :fu
 (groups of 8 along K). Each step is one binary32 operation, computed as a binary64 sum rounded
 once by :func:`tilegemm.kernels.aten.r32` (exact for bf16 operands, as there).
 
+The operands are bf16 codes (uint16), read through ``V``, the table of the 65536 codes' values as
+float64 (``tilegemm.kernels.aten.VALUES``): no pass over the operands converts them first.
+
 Which NaN a step returns when more than one is in flight follows the instruction's operands:
 the two factors of ``vfmadd231ps`` before the accumulator, in the order each kernel passes them
 (the recordings of NaN edge cases decide it; :mod:`tilegemm.reference.gemm_jit`), and an
@@ -54,9 +57,9 @@ def _add(x, y):
 
 
 @njit(cache=True, parallel=True)
-def gemm(A, B, out, kp, b, m0, m1, n0, n1):
+def gemm(A, B, V, out, kp, b, m0, m1, n0, n1):
     """``out[b, m0:m1, n0:n1]`` = the gemm driver's result for rows ``m0:m1`` of ``A[b]``
-    (values, (nb, M, K)) and columns ``n0:n1`` of ``B[b]`` ((nb, K, N)), with K blocks of ``kp``."""
+    ((nb, M, K)) and columns ``n0:n1`` of ``B[b]`` ((nb, K, N)), with K blocks of ``kp``."""
     K = A.shape[2]
     mblocks = (m1 - m0 + _ROWS - 1) // _ROWS
     nblocks = (n1 - n0 + _COLS - 1) // _COLS
@@ -72,16 +75,16 @@ def gemm(A, B, out, kp, b, m0, m1, n0, n1):
             acc[:] = 0.0
             for k in range(k0, k1, 2):
                 for i in range(rows):
-                    lo = np.float64(A[b, i0 + i, k])
+                    lo = V[A[b, i0 + i, k]]
                     if k + 1 < k1:  # the weights are the first factor
-                        hi = np.float64(A[b, i0 + i, k + 1])
+                        hi = V[A[b, i0 + i, k + 1]]
                         for j in range(w):
-                            acc[i, j] = _fma(acc[i, j], np.float64(B[b, k + 1, j0 + j]), hi)
+                            acc[i, j] = _fma(acc[i, j], V[B[b, k + 1, j0 + j]], hi)
                     else:  # the lone k of an odd block: its pair's weight is +0
                         for j in range(w):
                             acc[i, j] = _fma(acc[i, j], 0.0, lo)
                     for j in range(w):
-                        acc[i, j] = _fma(acc[i, j], np.float64(B[b, k, j0 + j]), lo)
+                        acc[i, j] = _fma(acc[i, j], V[B[b, k, j0 + j]], lo)
             for i in range(rows):
                 for j in range(w):
                     C[i, j] = acc[i, j] if k0 == 0 else _add(acc[i, j], C[i, j])
@@ -91,7 +94,7 @@ def gemm(A, B, out, kp, b, m0, m1, n0, n1):
 
 
 @njit(cache=True, parallel=True)
-def gemv_t(A, W, out, b, m, n0, n1):
+def gemv_t(A, W, V, out, b, m, n0, n1):
     """``out[b, m, n0:n1]`` by the ``trans`` gemv kernel: row ``m`` of ``A[b]`` against rows
     ``n0:n1`` of ``W[b]`` ((nb, N, K), the weights stored N x K)."""
     K = A.shape[2]
@@ -101,11 +104,11 @@ def gemv_t(A, W, out, b, m, n0, n1):
             for l in range(16):
                 k = i + 2 * l
                 if k + 1 < K:  # the weights are the first factor
-                    lanes[l] = _fma(lanes[l], np.float64(W[b, j, k + 1]), np.float64(A[b, m, k + 1]))
+                    lanes[l] = _fma(lanes[l], V[W[b, j, k + 1]], V[A[b, m, k + 1]])
                 else:  # past K: zeros on both sides
                     lanes[l] = _fma(lanes[l], 0.0, 0.0)
                 if k < K:
-                    lanes[l] = _fma(lanes[l], np.float64(W[b, j, k]), np.float64(A[b, m, k]))
+                    lanes[l] = _fma(lanes[l], V[W[b, j, k]], V[A[b, m, k]])
                 else:
                     lanes[l] = _fma(lanes[l], 0.0, 0.0)
         t0 = _add(lanes[8], lanes[0])
@@ -121,7 +124,7 @@ def gemv_t(A, W, out, b, m, n0, n1):
 
 
 @njit(cache=True, parallel=True)
-def gemv_n(A, B, out, b, m, n0, n1):
+def gemv_n(A, B, V, out, b, m, n0, n1):
     """``out[b, m, n0:n1]`` by the ``n`` gemv kernel: row ``m`` of ``A[b]`` by columns ``n0:n1``
     of ``B[b]`` ((nb, K, N)), K in groups of 8, each summed from +0 and added as ``y = g + y``."""
     K = A.shape[2]
@@ -132,9 +135,9 @@ def gemv_n(A, B, out, b, m, n0, n1):
             acc = 0.0
             for k in range(g0, g1, 2):  # x is the first factor here
                 if k + 1 < g1:
-                    acc = _fma(acc, np.float64(A[b, m, k + 1]), np.float64(B[b, k + 1, j]))
+                    acc = _fma(acc, V[A[b, m, k + 1]], V[B[b, k + 1, j]])
                 else:
                     acc = _fma(acc, 0.0, 0.0)
-                acc = _fma(acc, np.float64(A[b, m, k]), np.float64(B[b, k, j]))
+                acc = _fma(acc, V[A[b, m, k]], V[B[b, k, j]])
             y = _add(acc, y)
         out[b, m, j] = np.float32(y)

@@ -23,18 +23,14 @@ def _codes(shape, salt, kind):
     return silicon.edge_operand(shape, salt, kind)
 
 
-def _values(codes):
-    return (codes.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-
-
 def _elementwise(kernel, A, B):
     nb, M, _ = A.shape
     N = B.shape[1] if kernel == "transa" else B.shape[2]
     out = np.empty((nb, M, N), np.float32)
     if kernel == "gemm":
-        gemm_jit.gemm(_values(A), _values(B), out, gemm_k_blocks(A.shape[2])[0][1], 0, 0, M, 0, N)
+        gemm_jit.gemm(A, B, aten.VALUES, out, gemm_k_blocks(A.shape[2])[0][1], 0, 0, M, 0, N)
     else:
-        getattr(aten, kernel)(_values(A), _values(B), out)
+        getattr(aten, kernel)(A, B, aten.VALUES, out)
     return out.view(np.uint32)
 
 

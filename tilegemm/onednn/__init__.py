@@ -222,20 +222,6 @@ def run(
     return vcvtneps2bf16(acc)
 
 
-def _decode(codes: np.ndarray) -> np.ndarray:
-    """bf16 codes -> their values for the ATen kernels: float32 (a shift of the bits), or float64
-    built from the fields where a denormal is present (``tilegemm.kernels.aten``)."""
-    bits = codes.view(np.uint16)
-    expo = (bits >> 7) & 0xFF
-    mant = (bits & 0x7F).astype(np.int64)
-    if not np.any((expo == 0) & (mant != 0)):
-        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
-    e = expo.astype(np.int64)
-    mag = np.ldexp(np.where(e > 0, mant + 128, mant).astype(np.float64), np.where(e > 0, e - 134, -133))
-    mag = np.where(e == 0xFF, np.where(mant == 0, np.inf, np.nan), mag)
-    return np.where(bits & 0x8000, -mag, mag)
-
-
 def _operands(a, b):
     """a (..., M, K) and b (codes or a PackedB, (..., K, N)) as (nb, M, K) and (nb, K, N) codes."""
     codes = b.unpack().view(np.uint16) if isinstance(b, PackedB) else np.asarray(b).view(np.uint16)
@@ -275,24 +261,30 @@ def _run_gemm(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     out = np.empty(A.shape[:2] + (B.shape[2],), np.float32) if fast is None else fast.view(np.float32)
     if fast is not None and all(m1 - m0 > 1 for _, m0, m1, _, _ in pieces):
         return bf16_keep_denormals(_epilogue(_bits(out), c, beta, result_shape))
-    Av, Bv = _decode(codes), _decode(np.ascontiguousarray(B))
-    Wv = None
+    Wc = Bc = None
     if p.b_transposed and any(m1 - m0 == 1 for _, m0, m1, _, _ in pieces):
-        Wv = _decode(np.ascontiguousarray(np.swapaxes(B, -1, -2)))  # the gemv kernel reads it along K
-    if len({Av.dtype, Bv.dtype} | ({Wv.dtype} if Wv is not None else set())) > 1:
-        Av, Bv = Av.astype(np.float64), Bv.astype(np.float64)  # float32 -> float64: no denormal here
-        Wv = None if Wv is None else Wv.astype(np.float64)
+        Wc = np.ascontiguousarray(np.swapaxes(B, -1, -2)).view(np.uint16)  # the gemv kernel reads it along K
+    if fast is None or Wc is None:
+        Bc = np.ascontiguousarray(B).view(np.uint16)
+    from ..kernels.aten import VALUES as V
+
     kp = p.blocking.K_blk
     with _LAUNCH, _numba_threads(threads):
         for bi, m0, m1, n0, n1 in pieces:
             if m1 - m0 > 1:
                 if fast is None:
-                    gemm_jit.gemm(Av, Bv, out, kp, bi, m0, m1, n0, n1)
-            elif Wv is not None:
-                gemm_jit.gemv_t(Av, Wv, out, bi, m0, n0, n1)
+                    gemm_jit.gemm(codes, Bc, V, out, kp, bi, m0, m1, n0, n1)
+            elif Wc is not None:
+                gemm_jit.gemv_t(codes, Wc, V, out, bi, m0, n0, n1)
             else:
-                gemm_jit.gemv_n(Av, Bv, out, bi, m0, n0, n1)
+                gemm_jit.gemv_n(codes, Bc, V, out, bi, m0, n0, n1)
     return bf16_keep_denormals(_epilogue(_bits(out), c, beta, result_shape))
+
+
+#: Rows per product from which ATen's ``transa`` runs as batched products: its 64 chains per
+#: output cost a regrouped copy of the weights, which a few rows do not pay back (one row of
+#: 4096 x 11008 takes seconds that way, and a fraction of one element by element).
+_TRANSA_ROWS = 16
 
 
 def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int | None) -> np.ndarray:
@@ -309,19 +301,16 @@ def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     acc = None
     if p.kernel == "notrans":
         acc = chains.notrans(codes, B.view(np.uint16), threads)
-    elif p.kernel == "transa":
+    elif p.kernel == "transa" and A.shape[1] >= _TRANSA_ROWS:
         acc = chains.transa(codes, np.swapaxes(B, -1, -2).view(np.uint16), threads)
     if acc is None:
-        Av = _decode(codes)
         if p.kernel == "transa":  # both operands read along K
-            Bv = _decode(np.ascontiguousarray(np.swapaxes(B, -1, -2)))
+            Bc = np.ascontiguousarray(np.swapaxes(B, -1, -2)).view(np.uint16)
         else:
-            Bv = _decode(np.ascontiguousarray(B))
-        if Av.dtype != Bv.dtype:
-            Av, Bv = Av.astype(np.float64), Bv.astype(np.float64)  # float32 -> float64: no denormal here
+            Bc = np.ascontiguousarray(B).view(np.uint16)
         out = np.empty(A.shape[:2] + (B.shape[2],), np.float32)
         with _LAUNCH, _numba_threads(threads):
-            getattr(aten, p.kernel)(Av, Bv, out)
+            getattr(aten, p.kernel)(codes, Bc, aten.VALUES, out)
         acc = _bits(out)
     return c10_bf16(_epilogue(acc, c, beta, result_shape))
 

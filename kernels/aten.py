@@ -33,7 +33,8 @@ def _values() -> np.ndarray:
     m = (bits & 0x7F).astype(np.int64)
     mag = np.ldexp(np.where(e > 0, m + 128, m).astype(np.float64), np.where(e > 0, e - 134, -133))
     top = e == 0xFF  # infinities and NaNs: the conversion keeps the payload (quieted)
-    mag[top] = np.abs((bits[top] << np.uint32(16)).view(np.float32).astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        mag[top] = np.abs((bits[top] << np.uint32(16)).view(np.float32).astype(np.float64))
     return np.where(bits & 0x8000, -mag, mag)
 
 

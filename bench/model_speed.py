@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 
 import tilegemm.torch as tt
+from tilegemm.benchmark import median_time
 
 CLASSES = {
     "avx10_1_512_amx (AMX Xeon)": "recording-amx",
@@ -26,13 +26,7 @@ CLASSES = {
 
 
 def _time(fn, repeat: int) -> float:
-    fn()
-    runs = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - t)
-    return statistics.median(runs)
+    return median_time(fn, repeat, warmup=1)
 
 
 def main(argv=None) -> None:

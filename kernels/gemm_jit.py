@@ -25,12 +25,16 @@ from .aten import r32
 
 _ROWS = 4
 _COLS = 256
+#: x86's default NaN ("real indefinite", 0xFFC00000 as binary32) as a binary64 constant: what an
+#: invalid operation gives on the modelled Xeons, whatever the host's own default NaN (AArch64's is
+#: positive), so the kernels return it rather than the NaN the host's arithmetic made.
+_QNAN = float(np.array([0xFFF8000000000000], np.uint64).view(np.float64)[0])
 
 
 @njit(cache=True, inline="always")
 def _fma(acc, x, y):
     """``round32(x * y + acc)``; a NaN result is the first NaN of ``x``, ``y``, ``acc`` (else the
-    default NaN that ``inf * 0`` or ``inf - inf`` gives)."""
+    x86's default NaN, :data:`_QNAN`, that ``inf * 0`` or ``inf - inf`` gives)."""
     s = x * y + acc
     if s != s:
         if x != x:
@@ -39,20 +43,20 @@ def _fma(acc, x, y):
             return y
         if acc != acc:
             return acc
-        return s
+        return _QNAN
     return r32(s)
 
 
 @njit(cache=True, inline="always")
 def _add(x, y):
-    """``round32(x + y)``; a NaN result is ``x`` if it is one, else ``y``, else the default NaN."""
+    """``round32(x + y)``; a NaN result is ``x`` if it is one, else ``y``, else :data:`_QNAN`."""
     s = x + y
     if s != s:
         if x != x:
             return x
         if y != y:
             return y
-        return s
+        return _QNAN
     return r32(s)
 
 

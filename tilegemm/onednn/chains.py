@@ -48,10 +48,6 @@ def _bits(x: np.ndarray) -> np.ndarray:
     return x.view(np.uint32)
 
 
-def _vaddps(x, y):
-    return vaddps(x, y)
-
-
 def _holds_nan(codes: np.ndarray) -> bool:
     return bool(np.any((codes & np.uint16(0x7FFF)) > 0x7F80))
 
@@ -97,14 +93,14 @@ def notrans(A: np.ndarray, B: np.ndarray, threads=None) -> np.ndarray | None:
         p0 = np.ascontiguousarray(P[0])
         _fma(np.ascontiguousarray(A[..., main:]).view(_BF), np.ascontiguousarray(B[:, main:]).view(_BF), threads, p0)
         P[0] = p0
-    s = _vaddps(_vaddps(_bits(P[0]), _bits(P[1])), _bits(P[2]))
-    return _vaddps(s, _bits(P[3]))
+    s = vaddps(vaddps(_bits(P[0]), _bits(P[1])), _bits(P[2]))
+    return vaddps(s, _bits(P[3]))
 
 
 def _lanes8(v: list[np.ndarray]) -> np.ndarray:
     """The horizontal sum of 8 lanes: ``h[i] = v[i] + v[i + 4]``, then ``(h0 + h2) + (h1 + h3)``."""
-    h = [_vaddps(v[i], v[i + 4]) for i in range(4)]
-    return _vaddps(_vaddps(h[0], h[2]), _vaddps(h[1], h[3]))
+    h = [vaddps(v[i], v[i + 4]) for i in range(4)]
+    return vaddps(vaddps(h[0], h[2]), vaddps(h[1], h[3]))
 
 
 def transa(A: np.ndarray, W: np.ndarray, threads=None) -> np.ndarray | None:
@@ -126,7 +122,7 @@ def transa(A: np.ndarray, W: np.ndarray, threads=None) -> np.ndarray | None:
             R = _bits(_fma(np.ascontiguousarray(a64).view(_BF), np.ascontiguousarray(w64).view(_BF), threads))
             R = R.reshape(8, 8, nb, M, n)  # register, lane
             for step in (4, 2, 1):  # r[i] += r[i + step]
-                R = _vaddps(R[:step], R[step : 2 * step])
+                R = vaddps(R[:step], R[step : 2 * step])
             total = _lanes8([R[0, lane] for lane in range(8)])
         else:
             total = np.zeros((nb, M, n), np.uint32)
@@ -137,7 +133,7 @@ def transa(A: np.ndarray, W: np.ndarray, threads=None) -> np.ndarray | None:
             w8 = Wc[..., main:mid].reshape(nb, n, c, 8).transpose(3, 0, 2, 1).reshape(8 * nb, c, n)
             T = _bits(_fma(np.ascontiguousarray(a8).view(_BF), np.ascontiguousarray(w8).view(_BF), threads))
             tail = list(T.reshape(8, nb, M, n))
-        total = _vaddps(total, _lanes8(tail))  # also with no block of 16: -0 + +0 = +0
+        total = vaddps(total, _lanes8(tail))  # also with no block of 16: -0 + +0 = +0
         if mid < K:  # the scalar tail, unfused: the same as fused here (_products_normal)
             acc = np.ascontiguousarray(total).view(np.float32)
             wt = np.ascontiguousarray(np.swapaxes(Wc[..., mid:], 1, 2))
@@ -177,5 +173,5 @@ def gemm(A: np.ndarray, B: np.ndarray, threads=None) -> np.ndarray | None:
         else:  # row-major B: swap its rows (the same permutation along B's K axis)
             b = np.moveaxis(_pairs_swapped(np.moveaxis(B, 1, -1), k0, k1, zero_lone=True), -1, 1)
         r = _bits(_fma(a.view(_BF), b.view(_BF), threads))
-        C = r if C is None else _vaddps(r, C)
+        C = r if C is None else vaddps(r, C)
     return C

@@ -52,13 +52,19 @@ __all__ = ["block", "gemm", "gemv_t", "gemv_n", "compute", "round_bf16"]
 F32 = np.float32
 
 
+#: x86's default NaN ("real indefinite"): ``inf * 0`` and ``inf - inf`` on the modelled Xeons,
+#: whatever the default NaN of the host numpy runs on.
+_QNAN = np.uint32(0xFFC00000).view(F32)
+
+
 def _first_nan(s: np.ndarray, *ops) -> np.ndarray:
     """``s`` where it is a number; where it is a NaN, the first NaN of ``ops`` (quieted), or
-    ``s`` itself (the default NaN of ``inf * 0`` or ``inf - inf``) where none is."""
+    :data:`_QNAN` (an invalid operation) where none is."""
     nan = np.isnan(s)
     if not nan.any():
         return s
     out = s.copy()
+    out[nan] = _QNAN
     for x in ops:
         x = np.broadcast_to(np.asarray(x, np.float64).astype(F32), s.shape)
         pick = nan & np.isnan(x)

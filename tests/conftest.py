@@ -160,6 +160,10 @@ def f16acc_family(request, monkeypatch):
 def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): tests that run on one pytest-xdist worker")
     config.addinivalue_line("markers", "quick: the quick subset, every kernel family once (pytest -m quick)")
+    config.addinivalue_line(
+        "markers",
+        "deep: the exhaustive tier, left out by default (pyproject.toml's addopts) and run by .ci/run (pytest -m deep)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

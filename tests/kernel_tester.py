@@ -15,6 +15,10 @@ compares the bits with ``tilegemm.reference``:
   on a forced slower path (``corners_only``) the other tilings run the superblock's corner shapes
   (the slow paths' per-element code is the one the seed's tilings run in full; what a tiling
   changes, the walk over its tiles, shows at its edges);
+- in two tiers (``tier``): the default one runs those M x N at K = step + 1 (the K tail after one
+  whole instruction, where a wrong tail and a wrong edge of M or N meet) and the corner shapes at
+  every other K; the deep one (``pytest -m deep``, run by CI) runs the rest of M x N at those
+  other K values, so that the two together run every pair at every K;
 - A and B given as strided and transposed views, and C accumulated from a random start.
 
 Values are random (seeded), the reference is computed once per K on the largest superblock and
@@ -89,10 +93,21 @@ def mn_pairs(kernel: dispatch.Kernel) -> list[tuple[int, int]]:
     return sorted(pairs)
 
 
+def k_full(kernel: dispatch.Kernel) -> int:
+    """The K at which the default tier runs every M x N pair: one instruction's K plus one."""
+    return kernel.instruction.k_step + 1
+
+
+TIERS = ("default", "deep")
+
+
 class KernelTester:
-    def __init__(self, isa: str, dtype: str, tiling: str, corners_only: bool = False):
+    def __init__(self, isa: str, dtype: str, tiling: str, corners_only: bool = False, tier: str = "default"):
+        if tier not in TIERS:
+            raise ValueError(f"tier {tier!r}: one of {TIERS}")
         self.kernel = dispatch.lookup(isa, dtype, tiling)
         self.corners_only = corners_only
+        self.tier = tier
         self.name = self.kernel.name
         self.isa, self.dtype, self.tiling = isa, dtype, tiling
         self.threads = min(2, numba.config.NUMBA_NUM_THREADS)
@@ -101,19 +116,31 @@ class KernelTester:
         d = tilegemm.bitdiff(got, want)
         assert d.identical, f"{self.name} ({what}) M x N x K = {m} x {n} x {k}: {d}"
 
+    def corners(self) -> list[tuple[int, int]]:
+        rows, cols = 16 * self.kernel.rows, 16 * self.kernel.cols
+        return [(1, 1), (1, cols), (rows, 1), (rows // 2 + 1, cols // 2 + 1), (rows - 1, cols - 1), (rows, cols)]
+
+    def cases(self) -> list[tuple[int, list[tuple[int, int]]]]:
+        """(K, M x N pairs) this tier runs; the whole-superblock checks run with every K listed."""
+        corners = self.corners()
+        every = [(k, corners if self.corners_only else mn_pairs(self.kernel)) for k in k_values(self.kernel)]
+        every += [(k, corners) for k in k_corners(self.kernel)]
+        if self.tier == "default":
+            return [(k, pairs if k == k_full(self.kernel) else corners) for k, pairs in every]
+        rest = [(k, [p for p in pairs if p not in corners]) for k, pairs in every if k != k_full(self.kernel)]
+        return [(k, pairs) for k, pairs in rest if pairs]
+
     def run(self):
         rows, cols = 16 * self.kernel.rows, 16 * self.kernel.cols
-        corners = [(1, 1), (1, cols), (rows, 1), (rows // 2 + 1, cols // 2 + 1), (rows - 1, cols - 1), (rows, cols)]
-        cases = [(k, corners if self.corners_only else mn_pairs(self.kernel)) for k in k_values(self.kernel)]
-        cases += [(k, corners) for k in k_corners(self.kernel)]
-        for k, pairs in cases:
+        for k, pairs in self.cases():
             a, b, sa, sb, c0, ref, ref_c = _problem(self.isa, self.dtype, k)
-            packed = tilegemm.pack(b, self.dtype, self.isa, scales=sb)
             for m, n in pairs:
                 got = tilegemm.matmul(
                     a[:m], b[:, :n], self.dtype, self.tiling, isa=self.isa, scales=_both(sa, sb, m, n)
                 )
                 self._check(got, ref[:m, :n], m, n, k, "sub-problem")
+            if self.tier == "deep":  # the default tier ran the whole-superblock checks at this K
+                continue
             # Strided A (every other column of a wider array) and transposed B; the prepacked B.
             wide = np.zeros((rows, 2 * k), a.dtype)
             wide[:, ::2] = a[:rows]
@@ -122,6 +149,7 @@ class KernelTester:
             got = tilegemm.matmul(wide[:, ::2], bt, self.dtype, self.tiling, isa=self.isa, threads=1, scales=scales)
             self._check(got, ref[:rows, :cols], rows, cols, k, "strided A, transposed B")
             # The whole span: several superblocks, split between threads.
+            packed = tilegemm.pack(b, self.dtype, self.isa, scales=sb)
             got = tilegemm.matmul(
                 a, packed, tiling=self.tiling, isa=self.isa, threads=self.threads, scales=_both(sa, None)
             )

@@ -64,19 +64,42 @@ def _with_quick_marks(cases):
 QUICK_FAMILIES = {c[4] for c in CASES if c[2] == "2x2" and c[3] == "fast"}
 
 
-@pytest.mark.parametrize("isa,dtype,tiling,path,family", _with_quick_marks(CASES))
-def test_kernel(isa, dtype, tiling, path, family, monkeypatch):
+def _tester(isa, dtype, tiling, path, family, monkeypatch, tier):
     use_family(monkeypatch, dispatch.lookup(isa, dtype, tiling).instruction.kernel, family)
     if path != "fast":
         monkeypatch.setattr(plan, "fast_path_ok", lambda *args, **kw: False)
         monkeypatch.setattr(plan, "FORCED_PATH", path)
-    # The slow paths run every shape on the seed's tilings and the corner shapes on the others.
-    # A superblock-loop kernel's slow path computes each output alone, whatever the tiling (which
-    # only orders the tiles), so it runs every shape on 1x1 only; the blocked kernels' flag and
-    # exact paths go through the tiling's blocks and keep both.
-    full = SEED_TILINGS if dispatch.lookup(isa, dtype, tiling).blocked is not None else SEED_TILINGS[:1]
-    tester = KernelTester(isa, dtype, tiling, corners_only=path != "fast" and tiling not in full)
+    tester = KernelTester(isa, dtype, tiling, corners_only=_corners_only(isa, dtype, tiling, path), tier=tier)
     assert tester.kernel.family.name == family
+    return tester
+
+
+def _corners_only(isa, dtype, tiling, path):
+    """The slow paths run every shape on the seed's tilings and the corner shapes on the others.
+    A superblock-loop kernel's slow path computes each output alone, whatever the tiling (which
+    only orders the tiles), so it runs every shape on 1x1 only; the blocked kernels' flag and
+    exact paths go through the tiling's blocks and keep both."""
+    full = SEED_TILINGS if dispatch.lookup(isa, dtype, tiling).blocked is not None else SEED_TILINGS[:1]
+    return path != "fast" and tiling not in full
+
+
+@pytest.mark.parametrize("isa,dtype,tiling,path,family", _with_quick_marks(CASES))
+def test_kernel(isa, dtype, tiling, path, family, monkeypatch):
+    """The default tier: every M x N at K = step + 1, the corner shapes at every other K."""
+    _tester(isa, dtype, tiling, path, family, monkeypatch, "default").run()
+
+
+#: The cases whose deep tier adds shapes: those not restricted to the corner shapes.
+DEEP_CASES = [c for c in CASES if not _corners_only(*c[:4])]
+
+
+@pytest.mark.deep
+@pytest.mark.parametrize("isa,dtype,tiling,path,family", DEEP_CASES)
+def test_kernel_deep(isa, dtype, tiling, path, family, monkeypatch):
+    """The deep tier (``pytest -m deep``): the M x N pairs the default tier leaves out at the
+    other K values, so that the two tiers together run every pair at every K."""
+    tester = _tester(isa, dtype, tiling, path, family, monkeypatch, "deep")
+    assert tester.cases()
     tester.run()
 
 

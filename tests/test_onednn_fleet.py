@@ -63,6 +63,20 @@ def _ref_linear(x, w, bias, **kw):
     return y.reshape(x.shape[:-1] + (y.shape[-1],))
 
 
+def _tiered(cases, key=lambda c: c):
+    """The cases as parameters, those past 2^22 multiply-adds (but for one row of K = 8192, which
+    reaches gemm:jit's K blocks of 768 and the gemv kernels) in the deep tier (``pytest -m deep``,
+    run by CI): each output is as cheap to check as to compute, and the default tier keeps every
+    op, thread count and kernel path."""
+    out = []
+    for c in cases:
+        case = key(c)
+        macs = _macs(case)
+        default = macs <= 2**22 or (case["M"] == 1 and macs <= 2**23)
+        out.append(c if default else pytest.param(*(c if isinstance(c, tuple) else (c,)), marks=pytest.mark.deep))
+    return out
+
+
 def _check(case, got, cls="avx512_core_bf16"):
     want = silicon.fleet_digest(cls, case["key"])
     assert silicon.digest(got) == want, (
@@ -73,9 +87,10 @@ def _check(case, got, cls="avx512_core_bf16"):
 BF16_CASES = silicon.fleet_cases("avx512_core_bf16")
 
 
-@pytest.mark.parametrize("case", BF16_CASES, ids=[c["key"] for c in BF16_CASES])
+@pytest.mark.parametrize("case", _tiered(BF16_CASES), ids=[c["key"] for c in BF16_CASES])
 def test_avx512_core_bf16_fast_path(case):
-    """Every recorded case of the avx512_core_bf16 class, all output bits, on the fast path."""
+    """Every recorded case of the avx512_core_bf16 class, all output bits, on the fast path (the
+    larger ones in the deep tier, :func:`_tiered`)."""
     A, B, C = (None if x is None else x.view(BF) for x in silicon.fleet_inputs(case))
     kw = dict(host=ZEN4, onednn_threads=case["threads"])
     _check(case, torch_op(onednn.matmul, onednn.linear, case, A, B, C, **kw))
@@ -212,10 +227,12 @@ OTHER_CASES = [(cls, c) for cls in OTHER for c in silicon.fleet_cases(cls)]
 OTHER_CHEAP = [(cls, c) for cls, c in OTHER_CASES if _macs(c) <= 2**22]
 
 
-@pytest.mark.parametrize("cls,case", OTHER_CASES, ids=[f"{cls}-{c['key']}" for cls, c in OTHER_CASES])
+@pytest.mark.parametrize(
+    "cls,case", _tiered(OTHER_CASES, lambda c: c[1]), ids=[f"{cls}-{c['key']}" for cls, c in OTHER_CASES]
+)
 def test_other_classes_fast_path(cls, case):
     """Every recorded case of the avx2 and avx512_core classes, all output bits, at the case's
-    threads."""
+    threads (the larger ones in the deep tier, :func:`_tiered`)."""
     A, B, C = (None if x is None else x.view(BF) for x in silicon.fleet_inputs(case))
     kw = dict(host=OTHER[cls], onednn_threads=case["threads"])
     _check(case, torch_op(onednn.matmul, onednn.linear, case, A, B, C, **kw), cls)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import CROSS_CPUS, pytest_report_header, target_report
+from kernel_tester import k_corners, k_values, mn_pairs
 
 from tilegemm import inspect
 from tilegemm.kernels import targets
@@ -77,3 +78,38 @@ def test_the_quick_subset_runs_every_kernel_family_once():
     families = [p.values[4] for p in quick]
     assert sorted(families) == sorted(set(families)) == sorted({c[4] for c in test_kernels.CASES})
     assert all(p.values[2:4] == ("2x2", "fast") and p.marks[0].name == "quick" for p in quick)
+
+
+@pytest.mark.parametrize(
+    "isa,dtype,tiling,corners_only",
+    [("amx", "bf16", "2x2", False), ("ace", "mxfp8_e4m3", "1x1", False), ("amx", "s8s8", "1x6", False)],
+)
+def test_the_two_tiers_of_the_kernel_tester_run_every_shape_once(isa, dtype, tiling, corners_only):
+    """The default tier and the deep one (``pytest -m deep``) of the kernel tester run, together,
+    every (K, M, N) of the full sweep (and the corner shapes at every K), and no shape twice."""
+    from kernel_tester import KernelTester, k_full
+
+    def shapes(tier):
+        return [(k, mn) for k, pairs in KernelTester(isa, dtype, tiling, corners_only, tier).cases() for mn in pairs]
+
+    default, deep = shapes("default"), shapes("deep")
+    full = KernelTester(isa, dtype, tiling, corners_only)
+    every = [(k, mn) for k in k_values(full.kernel) for mn in mn_pairs(full.kernel)]
+    every += [(k, mn) for k in k_corners(full.kernel) for mn in full.corners()]
+    assert len(set(default)) == len(default) and len(set(deep)) == len(deep)
+    assert not set(default) & set(deep) and set(default) | set(deep) >= set(every)
+    kf = k_full(full.kernel)
+    assert {mn for k, mn in default if k == kf} == set(mn_pairs(full.kernel))
+
+
+def test_the_default_tier_leaves_out_the_deep_tests(request):
+    """pyproject.toml deselects the deep tier unless -m asks for it; the README's test command
+    runs the default tier."""
+    import test_kernels
+
+    assert "not deep" in " ".join(request.config.getini("addopts"))
+    assert test_kernels.DEEP_CASES and all(c in test_kernels.CASES for c in test_kernels.DEEP_CASES)
+    with pytest.raises(ValueError, match="'everything'"):
+        from kernel_tester import KernelTester
+
+        KernelTester("amx", "bf16", "2x2", tier="everything")

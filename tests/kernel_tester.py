@@ -16,9 +16,9 @@ compares the bits with ``tilegemm.reference``:
   (the slow paths' per-element code is the one the seed's tilings run in full; what a tiling
   changes, the walk over its tiles, shows at its edges);
 - in two tiers (``tier``): the default one runs those M x N at K = step + 1 (the K tail after one
-  whole instruction, where a wrong tail and a wrong edge of M or N meet) and the corner shapes at
-  every other K; the deep one (``pytest -m deep``, run by CI) runs the rest of M x N at those
-  other K values, so that the two together run every pair at every K;
+  whole instruction, where a wrong tail and a wrong edge of M or N meet), and for the seed's
+  tilings the corner shapes at every other K; the deep one (``pytest -m deep``, run by CI) runs
+  the rest, so that the two together run every shape at every K, each once;
 - A and B given as strided and transposed views, and C accumulated from a random start.
 
 Values are random (seeded), the reference is computed once per K on the largest superblock and
@@ -120,26 +120,38 @@ class KernelTester:
         rows, cols = 16 * self.kernel.rows, 16 * self.kernel.cols
         return [(1, 1), (1, cols), (rows, 1), (rows // 2 + 1, cols // 2 + 1), (rows - 1, cols - 1), (rows, cols)]
 
-    def cases(self) -> list[tuple[int, list[tuple[int, int]]]]:
-        """(K, M x N pairs) this tier runs; the whole-superblock checks run with every K listed."""
+    def cases(self) -> list[tuple[int, list[tuple[int, int]], bool]]:
+        """(K, M x N pairs, whether the whole-superblock checks run at that K) of this tier."""
         corners = self.corners()
         every = [(k, corners if self.corners_only else mn_pairs(self.kernel)) for k in k_values(self.kernel)]
         every += [(k, corners) for k in k_corners(self.kernel)]
+        kf = k_full(self.kernel)
+        seed = self.tiling in SEED_TILINGS
+        # The default tier: every pair at K = step + 1; the seed's tilings also the corner shapes
+        # and the whole-superblock checks at every other K. A tiling is a parameter of the one
+        # compiled kernel of its family, so the K loop the others would repeat is the seed's.
+        default = [(k, pairs if k == kf else corners, True) for k, pairs in every if seed or k == kf]
         if self.tier == "default":
-            return [(k, pairs if k == k_full(self.kernel) else corners) for k, pairs in every]
-        rest = [(k, [p for p in pairs if p not in corners]) for k, pairs in every if k != k_full(self.kernel)]
-        return [(k, pairs) for k, pairs in rest if pairs]
+            return default
+        ran = {k: (set(pairs), whole) for k, pairs, whole in default}
+        rest = []
+        for k, pairs in every:
+            done, whole = ran.get(k, (set(), False))
+            left = [p for p in pairs if p not in done]
+            if left or not whole:
+                rest.append((k, left, not whole))
+        return rest
 
     def run(self):
         rows, cols = 16 * self.kernel.rows, 16 * self.kernel.cols
-        for k, pairs in self.cases():
+        for k, pairs, whole in self.cases():
             a, b, sa, sb, c0, ref, ref_c = _problem(self.isa, self.dtype, k)
             for m, n in pairs:
                 got = tilegemm.matmul(
                     a[:m], b[:, :n], self.dtype, self.tiling, isa=self.isa, scales=_both(sa, sb, m, n)
                 )
                 self._check(got, ref[:m, :n], m, n, k, "sub-problem")
-            if self.tier == "deep":  # the default tier ran the whole-superblock checks at this K
+            if not whole:  # the other tier runs them at this K
                 continue
             # Strided A (every other column of a wider array) and transposed B; the prepacked B.
             wide = np.zeros((rows, 2 * k), a.dtype)

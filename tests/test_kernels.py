@@ -85,19 +85,20 @@ def _corners_only(isa, dtype, tiling, path):
 
 @pytest.mark.parametrize("isa,dtype,tiling,path,family", _with_quick_marks(CASES))
 def test_kernel(isa, dtype, tiling, path, family, monkeypatch):
-    """The default tier: every M x N at K = step + 1, the corner shapes at every other K."""
+    """The default tier (``KernelTester.cases``): every M x N at K = step + 1, and on the seed's
+    tilings the corner shapes at every other K."""
     _tester(isa, dtype, tiling, path, family, monkeypatch, "default").run()
 
 
-#: The cases whose deep tier adds shapes: those not restricted to the corner shapes.
-DEEP_CASES = [c for c in CASES if not _corners_only(*c[:4])]
+#: The cases whose deep tier adds shapes (all but the seed's tilings restricted to corner shapes).
+DEEP_CASES = [c for c in CASES if KernelTester(*c[:3], _corners_only(*c[:4]), "deep").cases()]
 
 
 @pytest.mark.deep
 @pytest.mark.parametrize("isa,dtype,tiling,path,family", DEEP_CASES)
 def test_kernel_deep(isa, dtype, tiling, path, family, monkeypatch):
-    """The deep tier (``pytest -m deep``): the M x N pairs the default tier leaves out at the
-    other K values, so that the two tiers together run every pair at every K."""
+    """The deep tier (``pytest -m deep``): the shapes the default tier leaves out, so that the two
+    tiers together run every shape at every K."""
     tester = _tester(isa, dtype, tiling, path, family, monkeypatch, "deep")
     assert tester.cases()
     tester.run()

@@ -82,7 +82,13 @@ def test_the_quick_subset_runs_every_kernel_family_once():
 
 @pytest.mark.parametrize(
     "isa,dtype,tiling,corners_only",
-    [("amx", "bf16", "2x2", False), ("ace", "mxfp8_e4m3", "1x1", False), ("amx", "s8s8", "1x6", False)],
+    [
+        ("amx", "bf16", "2x2", False),
+        ("ace", "mxfp8_e4m3", "1x1", False),
+        ("amx", "s8s8", "1x6", False),
+        ("ace", "mxfp8_e4m3", "3x2", True),
+        ("amx", "bf16", "2x2", True),
+    ],
 )
 def test_the_two_tiers_of_the_kernel_tester_run_every_shape_once(isa, dtype, tiling, corners_only):
     """The default tier and the deep one (``pytest -m deep``) of the kernel tester run, together,
@@ -90,16 +96,23 @@ def test_the_two_tiers_of_the_kernel_tester_run_every_shape_once(isa, dtype, til
     from kernel_tester import KernelTester, k_full
 
     def shapes(tier):
-        return [(k, mn) for k, pairs in KernelTester(isa, dtype, tiling, corners_only, tier).cases() for mn in pairs]
+        cases = KernelTester(isa, dtype, tiling, corners_only, tier).cases()
+        return [(k, mn) for k, pairs, _ in cases for mn in pairs]
+
+    def whole(tier):
+        return [k for k, _, w in KernelTester(isa, dtype, tiling, corners_only, tier).cases() if w]
 
     default, deep = shapes("default"), shapes("deep")
     full = KernelTester(isa, dtype, tiling, corners_only)
-    every = [(k, mn) for k in k_values(full.kernel) for mn in mn_pairs(full.kernel)]
+    swept = full.corners() if corners_only else mn_pairs(full.kernel)
+    every = [(k, mn) for k in k_values(full.kernel) for mn in swept]
     every += [(k, mn) for k in k_corners(full.kernel) for mn in full.corners()]
     assert len(set(default)) == len(default) and len(set(deep)) == len(deep)
     assert not set(default) & set(deep) and set(default) | set(deep) >= set(every)
+    ks = set(k_values(full.kernel)) | set(k_corners(full.kernel))
+    assert sorted(whole("default") + whole("deep")) == sorted(ks)  # the whole-superblock checks, once each
     kf = k_full(full.kernel)
-    assert {mn for k, mn in default if k == kf} == set(mn_pairs(full.kernel))
+    assert {mn for k, mn in default if k == kf} == set(swept)
 
 
 def test_the_default_tier_leaves_out_the_deep_tests(request):

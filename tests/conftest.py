@@ -166,6 +166,12 @@ def pytest_configure(config):
     )
 
 
+#: Modules that share a group because their first tests compile the same large kernel (the tile
+#: unit's TDPBF16PS, about 30 s on one core): in one group the second module loads it from the
+#: cache instead of compiling it again on the other worker at the same time.
+SHARED_GROUPS = {"test_seed_kernels": "tile-unit", "test_native_dryrun": "tile-unit", "test_unit": "tile-unit"}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Groups for ``pytest -n auto --dist loadgroup`` (the README's test command): the kernel
@@ -181,7 +187,7 @@ def pytest_collection_modifyitems(config, items):
         if item.module.__name__.endswith("test_kernels") and callspec is not None and "isa" in callspec.params:
             group = f"kernels-{callspec.params['isa']}-{callspec.params['dtype']}"
         else:
-            group = item.module.__name__
+            group = SHARED_GROUPS.get(item.module.__name__, item.module.__name__)
         item.add_marker(pytest.mark.xdist_group(group))
 
 

@@ -273,15 +273,11 @@ def _host_features() -> set[str]:
     return {f for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+")}
 
 
-# Each compiles every body for its target in a fresh process (40 to 60 s on 2 cores): those with
-# the most bodies run in the deep tier (pytest -m deep, run by CI).
-_DEEP_TARGETS = ("haswell", "x86-64")
-
-
+# Each compiles its bodies in a fresh process with an empty cache for its target (20 to 60 s):
+# the deep tier (pytest -m deep, run by CI).
+@pytest.mark.deep
 @pytest.mark.skipif(not X86, reason="runs x86 code compiled for other x86 targets")
-@pytest.mark.parametrize(
-    "cpu", [pytest.param(c, marks=pytest.mark.deep) if c in _DEEP_TARGETS else c for c in _TARGETS]
-)
+@pytest.mark.parametrize("cpu", list(_TARGETS))
 def test_bodies_for_other_targets(cpu, tmp_path):
     """The kernels compiled for ``cpu`` (a child process with ``NUMBA_CPU_NAME``) equal the
     reference, which runs here, compiled once for this host."""

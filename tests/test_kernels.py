@@ -105,11 +105,19 @@ def test_kernel_deep(isa, dtype, tiling, path, family, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "isa,dtype", [("amx", "bf16"), ("amx", "fp16"), ("amx", "s8s8"), ("amx", "u8s8"), ("avx512", "bf16")]
+    "isa,dtype",
+    [
+        ("amx", "bf16"),
+        ("amx", "s8s8"),
+        pytest.param("amx", "fp16", marks=pytest.mark.deep),
+        pytest.param("amx", "u8s8", marks=pytest.mark.deep),
+        pytest.param("avx512", "bf16", marks=pytest.mark.deep),
+    ],
 )
 def test_superblock_loop_of_the_blocked_families(isa, dtype, monkeypatch):
     """The families with a blocked driver run the superblock loop on targets without a row in the
-    per-target table, which no machine these tests run on lacks: run that loop here anyway."""
+    per-target table, which no machine these tests run on lacks: run that loop here anyway (one
+    float and one integer family by default, the others in the deep tier)."""
     monkeypatch.setattr(dispatch.Kernel, "blocked_name", property(lambda self: None))
     tester = KernelTester(isa, dtype, "2x2")
     assert tester.kernel.blocked is None and tester.kernel.table_entry is None

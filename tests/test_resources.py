@@ -96,11 +96,24 @@ def test_slabs_give_the_bits_of_one_call(monkeypatch):
     a, b = operands("bf16", (19, 32 * 9 + 5), (32 * 9 + 5, 21), rng)
     a[:, 40:70] *= 2.0**-70
     monkeypatch.setattr(plan, "SLAB_BYTES", 1)  # one K step per slab
+    monkeypatch.setattr(plan, "MIN_SLAB_K", 1)
     for isa in ("amx", "avx512"):
         want = tilegemm.reference.matmul(a, b, "bf16", isa=isa)
         assert_bits(tilegemm.matmul(a, b, "bf16", isa=isa), want, f"{isa} in slabs")
     ai, bi = operands("s8u8", (5, 64 * 3 + 7), (64 * 3 + 7, 18), rng)
     assert_bits(tilegemm.matmul(ai, bi, "s8u8"), tilegemm.reference.matmul(ai, bi, "s8u8"), "int8 in slabs")
+
+
+def test_slabs_are_deep_enough_and_no_larger_than_b():
+    """A slab covers at least MIN_SLAB_K values of K (each slab passes over all of C), and where
+    K is deeper than that it holds no more than SLAB_BYTES or that depth of B."""
+    for n, k_step in ((1, 32), (2048, 32), (4096, 64), (96, 4)):
+        steps = plan.slab_steps(1, n, k_step)
+        assert steps * k_step >= plan.MIN_SLAB_K
+        bytes_per_step = -(-n // 16) * 1024
+        assert steps * bytes_per_step <= max(plan.SLAB_BYTES, -(-plan.MIN_SLAB_K // k_step) * bytes_per_step)
+    assert plan.slab_steps(1, 2048, 32) * 32 == 1024  # n = 2048 BF16: 1 MiB alone would be 256 deep
+    assert plan.slab_steps(1, 64, 32) * 32 == 8192  # narrow B: the bytes decide
 
 
 # -- threads ---------------------------------------------------------------------------------

@@ -420,7 +420,7 @@ class _Call:
         if isinstance(b, PackedB):
             launch(b, 0, self.K, c_dirty)
         else:
-            step = instr.k_step * plan.slab_steps(len(ib), b.shape[-1])
+            step = instr.k_step * plan.slab_steps(len(ib), b.shape[-1], instr.k_step)
             for k0 in range(0, self.K, step):
                 k1 = min(self.K, k0 + step)
                 packed = pack_codes(np.ascontiguousarray(b[..., k0:k1, :]), self.isa, self.dtype)

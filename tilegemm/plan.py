@@ -422,12 +422,19 @@ def one_row_body(kernel: Kernel) -> bool:
 #: (measured: 1 MiB slabs cost a 1024^3 BF16 call no speed; a (1 x 10^7) @ (10^7 x 1) call would
 #: otherwise pack 320 MB of B, 16 columns padded for 1).
 SLAB_BYTES = 1 << 20
+#: K values a slab covers at least, whatever its bytes: each slab makes passes over the whole of C
+#: (its blocks' paths restart from C's exponents, and C is read and written again), which cost
+#: about as much as a few hundred K values of multiply-adds, so a slab this deep keeps them to a
+#: few percent of the call. Its memory stays within B's own: K is at least this deep wherever a
+#: slab is not the whole of B.
+MIN_SLAB_K = 1024
 
 
-def slab_steps(nbatch: int, n: int, step_bytes_per_tile: int = 1024) -> int:
-    """K steps per slab of B for ``nbatch`` matrices of ``n`` columns (at least one)."""
+def slab_steps(nbatch: int, n: int, k_step: int, step_bytes_per_tile: int = 1024) -> int:
+    """K steps per slab of B for ``nbatch`` matrices of ``n`` columns (at least one): as many as
+    :data:`SLAB_BYTES` holds, and at least :data:`MIN_SLAB_K` K values of ``k_step`` each."""
     per_step = max(1, nbatch) * -(-max(n, 1) // 16) * step_bytes_per_tile
-    return max(1, SLAB_BYTES // per_step)
+    return max(1, SLAB_BYTES // per_step, -(-MIN_SLAB_K // k_step))
 
 
 def auto_tiling(m: int, n: int) -> str:

@@ -418,9 +418,9 @@ def one_row_body(kernel: Kernel) -> bool:
 
 
 #: Bytes of packed B per K slab of a call whose B is not packed yet: such a call packs B in slabs
-#: of whole K steps, each run before the next is packed, so that its memory stays near this
-#: (measured: 1 MiB slabs cost a 1024^3 BF16 call no speed; a (1 x 10^7) @ (10^7 x 1) call would
-#: otherwise pack 320 MB of B, 16 columns padded for 1).
+#: of whole K steps, each run before the next is packed, so that its memory stays near this, or
+#: near B's own size where :data:`MIN_SLAB_K` asks for deeper slabs (a (1 x 10^7) @ (10^7 x 1)
+#: call would otherwise pack 320 MB of B, 16 columns padded for 1).
 SLAB_BYTES = 1 << 20
 #: K values a slab covers at least, whatever its bytes: each slab makes passes over the whole of C
 #: (its blocks' paths restart from C's exponents, and C is read and written again), which cost

@@ -53,6 +53,10 @@ from .rounding import bf16_to_f32_daz, bits_f32, f32_bits, f32_round_fp16, f32_t
 TILE = 16  # columns of a tile
 PAIRS = 16  # pairs (quads) per K step
 MC = 96  # rows of A packed per block
+#: Chain dwords per iteration of the VDPBF16PS engine's loop over a step (of 8 per chain).
+CHAIN_UNROLL = 2
+#: The engines a float body can run TDPBF16PS's chains on (``_fast_bodies``).
+ENGINES = ("fma", "vdpbf16ps")
 #: What the counts an entry point returns stand for, in order: K steps of one body's block run
 #: on each path.
 PATHS = ("fast", "fast, flushed add", "flag", "exact redo", "exact")
@@ -124,7 +128,12 @@ def pack_a_float(A, a_f32, fp16, ai, a_k0, m0, m1, nrows, k0, kn, width, lda, ab
                     dst[i] = v
                     lo = min(lo, _exponent(v))
             elif a_f32:
-                for i in range(n):
+                # whole vectors in vector code, the rest here
+                v0 = 0
+                if n >= 16:
+                    lo = min(lo, bodies.round_bf16_block(A[ai, m], 2 * (a_k0 + k0), abits, base, n))
+                    v0 = n - n % 16
+                for i in range(v0, n):
                     v = bf16_to_f32_daz(
                         f32_to_bf16(np.uint32(src[2 * i]) | (np.uint32(src[2 * i + 1]) << np.uint32(16)))
                     )
@@ -142,6 +151,23 @@ def pack_a_float(A, a_f32, fp16, ai, a_k0, m0, m1, nrows, k0, kn, width, lda, ab
                     lo = min(lo, _exponent(v))
             abits[base + n : base + width] = 0
         amin[s] = lo
+
+
+@njit(cache=True)
+def pack_a_chains(abits, lda, nrows, ks, adw, ldw):
+    """The chain dwords (``bodies.chain_body``) of ``ks`` steps of ``nrows`` rows of a packed A
+    block (``abits``: binary32 bits of BF16 values, rows ``lda`` apart) into ``adw`` (rows ``ldw``
+    apart): ``e`` dword ``j`` of a step is ``a[4j + 2] | a[4j] << 16``, ``o`` dword ``j``
+    ``a[4j + 3] | a[4j + 1] << 16``, 16-bit halves of the values as DAZ left them."""
+    hi = np.uint32(0xFFFF0000)
+    sh = np.uint32(16)
+    for r in range(nrows):
+        for s in range(ks):
+            src = abits[r * lda + s * 2 * PAIRS : r * lda + (s + 1) * 2 * PAIRS]
+            dst = adw[r * ldw + s * bodies.CHAIN_ROW : r * ldw + (s + 1) * bodies.CHAIN_ROW]
+            for j in range(bodies.CHAIN_DWORDS):
+                for c in range(2):
+                    dst[bodies.CHAIN_DWORDS * c + j] = (src[4 * j + 2 + c] >> sh) | (src[4 * j + c] & hi)
 
 
 @njit(cache=True)
@@ -198,21 +224,84 @@ def _split(nthr, nC, M, N, R, NR):
     return rsplit, csplit
 
 
-def _float_job(dot, fp16, body, flag_rows):
-    """The per-job loop nest of a float family with the given fast body (see the module doc)."""
+def _fast_bodies(kind, fp16, body, engine):
+    """``(fast, fast1, prep_a, prep_b, call)`` of a float job: the fast body on R and on one row,
+    what the engine does to a packed block of A and to a chunk of B before their fast steps, and
+    ``call(one, ops, row, s, T, t_off, ldt, n)``, which runs ``n`` fast steps from step ``s`` of
+    the block's row ``row`` (one row, or R rows) into ``T``; ``ops`` is ``(abuf, lda, adw, ldw,
+    Bf, b_off, b_tile, b_step, cbuf, cb_tile, cb_step)``, the panel's operands on both engines.
+
+    ``engine`` (:data:`ENGINES`): ``"fma"`` runs the chains as binary32 FMAs on the exact A
+    values and B's pairs as packed; ``"vdpbf16ps"`` (TDPBF16PS, targets with AVX512_BF16) runs
+    them through VDPBF16PS on chain dwords (``bodies.chain_body``): A's block once more as
+    chain dwords (``adw``), and each panel's chunk of B rewritten into ``cbuf`` for each block of
+    A's rows (a few percent of the time; keeping every panel of the chunk rewritten instead would
+    cost as much memory as B's chunk, per thread)."""
+    R, NR, W = body.rows, body.cols, body.width
+    bsrc = BSRC_FP16 if fp16 else BSRC_BF16
+    if engine == "vdpbf16ps":
+        assert kind == "pairs" and not fp16, "VDPBF16PS runs TDPBF16PS's chains"
+        fast = bodies.chain_body(R, NR, W, CHAIN_UNROLL)
+        fast1 = bodies.chain_body(1, NR, W, CHAIN_UNROLL)
+        CR = bodies.CHAIN_ROW
+
+        @njit(inline="always")
+        def prep_a(abits, lda, nrows, ks, adw, ldw):
+            pack_a_chains(abits, lda, nrows, ks, adw, ldw)
+
+        @njit(inline="always")
+        def prep_b(Bf, b_off, b_step, cbuf, ks, ntiles):
+            bodies.chain_pack_b(Bf, b_off, 256, b_step, cbuf, ks, ntiles)
+
+        @njit(inline="always")
+        def call(one, ops, row, s, T, t_off, ldt, n):
+            _, _, adw, ldw, _, _, _, _, cbuf, cb_tile, cb_step = ops
+            a_off, c_off = row * ldw + s * CR, s * cb_step
+            if one:
+                fast1(adw, a_off, ldw, cbuf, c_off, cb_tile, cb_step, T, t_off, ldt, n, 16)
+            else:
+                fast(adw, a_off, ldw, cbuf, c_off, cb_tile, cb_step, T, t_off, ldt, n, 16)
+
+        return fast, fast1, prep_a, prep_b, call
+    assert engine == "fma"
+    fast = bodies.float_body(kind, R, NR, W, bsrc, "fast", body.unroll, body.layout)
+    fast1 = bodies.float_body(kind, 1, NR, W, bsrc, "fast", body.unroll, body.layout)
+
+    @njit(inline="always")
+    def no_prep_a(abits, lda, nrows, ks, adw, ldw):
+        pass
+
+    @njit(inline="always")
+    def no_prep_b(Bf, b_off, b_step, cbuf, ks, ntiles):
+        pass
+
+    @njit(inline="always")
+    def fma_call(one, ops, row, s, T, t_off, ldt, n):
+        abuf, lda, _, _, Bf, b_off, b_tile, b_step, _, _, _ = ops
+        if one:
+            fast1(abuf, row * lda + s * 2 * PAIRS, lda, Bf, b_off + s * b_step, b_tile, b_step, T, t_off, ldt, n, 16)
+        else:
+            fast(abuf, row * lda + s * 2 * PAIRS, lda, Bf, b_off + s * b_step, b_tile, b_step, T, t_off, ldt, n, 16)
+
+    return fast, fast1, no_prep_a, no_prep_b, fma_call
+
+
+def _float_job(dot, fp16, body, flag_rows, engine="fma"):
+    """The per-job loop nest of a float family with the given fast body and engine (see the
+    module doc and :func:`_fast_bodies`)."""
     R, NR, W = body.rows, body.cols, body.width
     NT = max(1, NR // TILE)
     kind = "dot" if dot else "pairs"
     bsrc = BSRC_FP16 if fp16 else BSRC_BF16
-    fast = bodies.float_body(kind, R, NR, W, bsrc, "fast", body.unroll, body.layout)
-    fast1 = bodies.float_body(kind, 1, NR, W, bsrc, "fast", body.unroll, body.layout)
+    _, _, prep_a, prep_b, fast_call = _fast_bodies(kind, fp16, body, engine)
+    vdp = engine == "vdpbf16ps"
     flag = bodies.float_body(kind, flag_rows, NR, W, bsrc, "flag")
     FR = flag_rows
     assert R % FR == 0 and NT <= 2
     # products of the block are multiples of 2^(ea + eb - BIAS) (biased exponents; p - 1 fraction bits each)
     BIAS = 254 + 2 * ((11 if fp16 else 8) - 1)
     # Everything the closures capture: their compiled names must differ per variant (closure_jit).
-    tag = f"{kind}_{'fp16' if fp16 else 'bf16'}_{R}x{NR}x{W}_u{body.unroll}_{body.layout}_f{FR}"
+    tag = f"{kind}_{'fp16' if fp16 else 'bf16'}_{R}x{NR}x{W}_u{body.unroll}_{body.layout}_f{FR}_{engine}"
 
     @closure_jit(tag)
     def _load(Cf, c_off, N, scratch, rows, cols):
@@ -236,6 +325,10 @@ def _float_job(dot, fp16, body, flag_rows):
         mc = R * max(1, MC // R)
         abuf = np.zeros(mc * lda, np.float32)
         abits = abuf.view(np.uint32)
+        # the VDPBF16PS engine's chain dwords of A's block and of one panel's chunk of B
+        ldw = kc * bodies.CHAIN_ROW
+        adw = np.zeros(mc * ldw if vdp else 1, np.uint32)
+        cbuf = np.empty(kc * NT * 256 if vdp else 1, np.uint32)
         amin = np.empty(mc // R, np.int32)
         npan = -(-(j1 - j0) // NR)
         dirty = np.empty((-(-(i1 - i0) // R), npan), np.bool_)
@@ -256,6 +349,7 @@ def _float_job(dot, fp16, body, flag_rows):
                 m1 = min(i1, m0 + mc)
                 ns = -(-(m1 - m0) // R)
                 pack_a_float(A, a_f32, fp16, ai, a_k0, m0, m1, ns * R, k0, kn, ks * 2 * PAIRS, lda, abits, amin, R)
+                prep_a(abits, lda, ns * R, ks, adw, ldw)
                 for q in range(npan):
                     n0 = j0 + q * NR
                     ncols = min(NR, j1 - n0)
@@ -263,6 +357,10 @@ def _float_job(dot, fp16, body, flag_rows):
                     t0 = n0 // TILE
                     b_off = ((bi * KBt + kc0) * NB + t0) * 256
                     b_tile = 256 if ntiles == NT else 0  # a missing second tile re-reads the first
+                    prep_b(Bf, b_off, b_step, cbuf, ks, ntiles)
+                    cb_tile, cb_step = ks * 256 if ntiles == NT else 0, 256
+                    # what the fast body reads for this panel, on either engine
+                    ops = (abuf, lda, adw, ldw, Bf, b_off, b_tile, b_step, cbuf, cb_tile, cb_step)
                     eb = np.int32(NO_VALUE)
                     den = False
                     for s_ in range(ks):
@@ -288,20 +386,7 @@ def _float_job(dot, fp16, body, flag_rows):
                                 _load(Cf, c_off, N, scratch, nrows, ncols)
                             T, t_off, ldt = (Cf, c_off, N) if direct else (scratch, 0, NR)
                             for r in range(nrows):
-                                fast1(
-                                    abuf,
-                                    a_off + r * lda,
-                                    lda,
-                                    Bf,
-                                    b_off,
-                                    b_tile,
-                                    b_step,
-                                    T,
-                                    t_off + r * ldt,
-                                    ldt,
-                                    nfast,
-                                    16,
-                                )
+                                fast_call(True, ops, s * R + r, 0, T, t_off + r * ldt, ldt, nfast)
                             st[P_FAST] += nfast
                             if not direct:
                                 _store(Cf, c_off, N, scratch, nrows, ncols)
@@ -347,7 +432,7 @@ def _float_job(dot, fp16, body, flag_rows):
                                 if path == P_FASTC:
                                     sums[:] = 0
                                 D, d_off, ldd = (sums, 0, NR) if path == P_FASTC else (T, t_off, ldt)
-                                fast(abuf, ao, lda, Bf, bo, b_tile, b_step, D, d_off, ldd, n, 16)
+                                fast_call(False, ops, s * R, s_, D, d_off, ldd, n)
                                 if path == P_FASTC:
                                     _flush_add(T, t_off, ldt, sums, NR, nrows, ncols)
                             elif path == P_EXACT:
@@ -386,8 +471,8 @@ def _float_job(dot, fp16, body, flag_rows):
     return job, R, NR
 
 
-def _float_driver(dot, fp16, body):
-    job, R, NR = _float_job(dot, fp16, body, _P.flag_rows)
+def _float_driver(dot, fp16, body, engine="fma"):
+    job, R, NR = _float_job(dot, fp16, body, _P.flag_rows, engine)
 
     @njit(inline="always")
     def driver(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
@@ -443,6 +528,7 @@ def _float_driver(dot, fp16, body):
 _PAIRS_BF16 = _float_driver(False, False, _P.pairs_bf16)
 _PAIRS_FP16 = _float_driver(False, True, _P.pairs_fp16)
 _DOT_BF16 = _float_driver(True, False, _P.dot)
+_PAIRS_BF16_VDP = _float_driver(False, False, _P.pairs_bf16, "vdpbf16ps")
 
 
 # The entry points (contract in kernels/__init__.py). One per B format and family, each compiled
@@ -461,6 +547,13 @@ def gemm_pairs_fp16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, o
 @njit(cache=True, parallel=True)
 def gemm_dot_bf16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
     return _DOT_BF16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
+
+
+# TDPBF16PS on the VDPBF16PS engine: compiled only where the target has AVX512_BF16 (the
+# dispatcher never picks it elsewhere: ``tilegemm.dispatch.Kernel.engine``).
+@njit(cache=True, parallel=True)
+def gemm_pairs_bf16_vdp(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
+    return _PAIRS_BF16_VDP(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
 
 
 # --------------------------------------------------------------------------------------------
@@ -692,14 +785,20 @@ ENTRY_BODIES = {
     "gemm_pairs_fp16": "pairs_fp16",
     "gemm_dot_bf16": "dot",
     "gemm_quads": "quads",
+    "gemm_pairs_bf16_vdp": "pairs_bf16",
 }
+#: Entry point -> the engine its fast body runs the chains on.
+ENTRY_ENGINES = {name: "vdpbf16ps" if name.endswith("_vdp") else "fma" for name in ENTRY_BODIES}
+#: Entry point on the FMA engine -> the same entry on another engine.
+ENGINE_ENTRIES = {("gemm_pairs_bf16", "vdpbf16ps"): "gemm_pairs_bf16_vdp"}
 
 
-def work_bytes(name: str, nC: int, M: int, N: int, kc: int, nthr: int) -> int:
+def work_bytes(name: str, nC: int, M: int, N: int, kc: int, nthr: int, engine: str = "fma") -> int:
     """An upper bound of the bytes an entry point allocates itself (per job: the packed A block,
-    its exponents, the dirty flags of its blocks of C, two scratch blocks), for ``nC`` results of
-    M x N on ``nthr`` threads with chunks of ``kc`` steps. Everything else a call holds is
-    allocated by its caller (``tilegemm.api``)."""
+    its exponents, the dirty flags of its blocks of C, two scratch blocks; the VDPBF16PS engine
+    also A's block as chain dwords and one panel's chunk of B), for ``nC`` results of M x N on
+    ``nthr`` threads with chunks of ``kc`` steps. Everything else a call holds is allocated by
+    its caller (``tilegemm.api``)."""
     body = _P.body(name)
     R, NR = body.rows, body.cols
     rsplit, csplit = _split(nthr, nC, M, N, R, NR)
@@ -709,16 +808,22 @@ def work_bytes(name: str, nC: int, M: int, N: int, kc: int, nthr: int) -> int:
     if name != "quads":
         a_block = rows * kc * 2 * PAIRS * 4
     fixed = a_block + 4 * (rows // R) + 2 * 4 * R * NR
+    if engine == "vdpbf16ps":
+        fixed += 4 * (rows * kc * bodies.CHAIN_ROW + kc * max(1, NR // TILE) * 256)
     dirty = nC * (-(-M // R) + rsplit) * (-(-N // NR) + csplit)
     return jobs * fixed + dirty + jobs * len(PATHS) * 8
 
 
-def fast_body(name: str):
+def fast_body(name: str, engine: str = "fma"):
     """``(Body, intrinsic, kind)`` of the fast body an entry point's row of the table gives
-    (``name``: a value of :data:`ENTRY_BODIES`), built afresh for reading its code or timing it
-    alone; ``kind`` is ``"float"`` (``body(A, a_off, lda, B, b_off, b_tile, b_step, C, c_off,
-    ldc, nsteps, npairs)``) or ``"int"`` (no ``npairs``)."""
+    (``name``: a value of :data:`ENTRY_BODIES`; ``engine``: one of :data:`ENGINES`), built
+    afresh for reading its code or timing it alone; ``kind`` is ``"float"`` (``body(A, a_off,
+    lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps, npairs)``), ``"chain"`` (the same with A
+    and B as uint32 chain dwords: ``bodies.chain_body``) or ``"int"`` (no ``npairs``)."""
     body = _P.body(name)
+    if engine == "vdpbf16ps":
+        assert name == "pairs_bf16", name
+        return body, bodies.chain_body(body.rows, body.cols, body.width, CHAIN_UNROLL), "chain"
     if name == "quads":
         return body, bodies.int_body(_P.int_kind, body.rows, body.cols, body.width, 0), "int"
     kind = "dot" if name == "dot" else "pairs"
@@ -727,7 +832,7 @@ def fast_body(name: str):
     return body, fast, "float"
 
 
-ENTRY_POINTS = (gemm_pairs_bf16, gemm_pairs_fp16, gemm_dot_bf16, gemm_quads)
+ENTRY_POINTS = (gemm_pairs_bf16, gemm_pairs_fp16, gemm_dot_bf16, gemm_quads, gemm_pairs_bf16_vdp)
 DEPENDENCIES = (bodies, exact, rounding, targets, families, vector)
-for _fn in ENTRY_POINTS + (pack_a_float, exact_step, _flush_add, pack_a_bytes, pack_a_words):
+for _fn in ENTRY_POINTS + (pack_a_float, pack_a_chains, exact_step, _flush_add, pack_a_bytes, pack_a_words):
     stamp_with_dependencies(_fn, DEPENDENCIES)

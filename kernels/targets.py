@@ -54,6 +54,8 @@ __all__ = [
     "family",
     "native_missing",
     "has_mxcsr",
+    "ENGINE_NEEDS",
+    "engines",
 ]
 
 
@@ -306,6 +308,25 @@ def family(name: str, features: set[str] | frozenset[str] | None = None) -> str:
     if name in NATIVE and not native_missing(name, features):
         return NATIVE[name].family
     return name
+
+
+#: The engines beyond FMA that the blocked drivers' BF16 bodies can run TDPBF16PS's chains on,
+#: fastest first, with the LLVM features each needs: VDPBF16PS on zmm (AVX512_BF16: Cooper Lake,
+#: Sapphire Rapids and later Xeons, AMD Zen 4 and 5), two steps of a chain per instruction.
+ENGINE_NEEDS: dict[str, frozenset[str]] = {
+    "vdpbf16ps": frozenset({"+avx512bf16", "+avx512f", "+avx512bw"}),
+}
+
+
+def engines(features: set[str] | frozenset[str] | None = None) -> tuple[str, ...]:
+    """The engines of :data:`ENGINE_NEEDS` the compile target (or a target with ``features``)
+    has, fastest first; ``"fma"``, which every target with a table row has, is left out. An
+    engine also needs a row whose BF16 body is 16 lanes wide."""
+    have = _target()[1] if features is None else features
+    row = entry_for(_target()[0] if features is None else "", have)
+    if row is None or row.pairs_bf16.width != 16:
+        return ()
+    return tuple(e for e, need in ENGINE_NEEDS.items() if need <= have)
 
 
 def target_features() -> set[str]:

@@ -11,7 +11,7 @@ import pytest
 from conftest import CROSS_CPUS as CROSS
 
 from tilegemm import dispatch, inspect
-from tilegemm.kernels import targets
+from tilegemm.kernels import blocked, targets
 
 KERNELS = [
     ("bf16", "amx"),
@@ -85,7 +85,10 @@ def test_host_microkernels_vectorize(dtype, isa):
     kern = dispatch.lookup(isa, dtype, "2x2")
     body = kern.body
     assert kern.name in r.body
-    if dtype in ("bf16", "fp16"):
+    if kern.engine == "vdpbf16ps":  # dwords of each chain per iteration, each a VDPBF16PS
+        assert r.widest_bits == 32 * body.width and r.vector_fma == 0, r
+        assert r.int_dot >= blocked.CHAIN_UNROLL * 2 * body.rows * body.cols // body.width, r
+    elif dtype in ("bf16", "fp16"):
         assert r.widest_vector == f"<{body.width} x float>"
         unroll = getattr(body, "unroll", 16)  # pairs per iteration of the body's loop
         assert r.vector_fma >= unroll * 2 * body.rows * body.cols // body.width
@@ -162,9 +165,16 @@ def test_cross_target_bodies_stay_in_registers(cpu):
         ("bf16", "2x2", "ace"),
         ("hf8", "2x2", "amx"),
     ]
-    reports = inspect.vector_reports([(d, "2x2", i) for d, i in KERNELS] + ace, cpu=cpu)
-    mx, *binary32 = reports[len(KERNELS) :]
+    # where the CPU has an engine beyond FMA for the BF16 body, the FMA body too (tests force it)
+    fma = [("bf16", "2x2", "amx", None, "fma")] if targets.engines(frozenset(inspect.TARGETS[cpu].split(","))) else []
+    reports = inspect.vector_reports([(d, "2x2", i) for d, i in KERNELS] + fma + ace, cpu=cpu)
+    fma_reports = reports[len(KERNELS) : len(KERNELS) + len(fma)]
+    mx, *binary32 = reports[len(KERNELS) + len(fma) :]
     del reports[len(KERNELS) :]
+    for r in fma_reports:
+        assert f"tdpbf16ps-2x2-f32pairs-{entry.pairs_bf16}-{entry.name} (blocked)" in r.body, r.body
+        assert r.vectorized and r.vector_fma > 0 and r.int_dot == 0, r
+        check_spills(r.loop_spills, r.spill_budget, r.body, cpu)
     assert "-ace_mx-" in mx.body and "-ace_mx32c-" in binary32[0].body, (mx.body, binary32[0].body)
     assert mx.vectorized and mx.scalar_fma == 0 and mx.widest_bits >= 32 * entry.pairs_bf16.width, mx
     check_spills(mx.loop_spills, MX_SPILLS.get(cpu, 0), mx.body, cpu)
@@ -174,6 +184,9 @@ def test_cross_target_bodies_stay_in_registers(cpu):
     for (dtype, isa), r in zip(KERNELS, reports):
         assert r.cpu == cpu and f"-{entry.name} (blocked)" in r.body, r.body
         assert r.vectorized and r.scalar_fma == 0, (dtype, isa, r)
+        if (dtype, isa) == ("bf16", "amx"):  # the engine the CPU has: TDPBF16PS on VDPBF16PS
+            assert ("-f32pairs-vdpbf16ps-" in r.body) == bool(fma), r.body
+            assert (r.int_dot > 0 and r.vector_fma == 0) == bool(fma), r
         assert r.spill_budget is not None, (dtype, isa, r.body)
         check_spills(r.loop_spills, r.spill_budget, r.body, cpu)
         width = entry.pairs_bf16.width if dtype in ("bf16", "fp16") else entry.quads.width

@@ -35,7 +35,8 @@ def _work(dtype, nC, m, n, threads):
     k = dispatch.lookup("amx", dtype, "2x2")
     if k.blocked_name is None:
         pytest.skip("this target runs the superblock loop (no row in the per-target table)")
-    return blocked.work_bytes(blocked.ENTRY_BODIES[k.blocked_name], nC, m, n, plan.k_chunk(k, m), threads)
+    name = k.blocked_name
+    return blocked.work_bytes(blocked.ENTRY_BODIES[name], nC, m, n, plan.k_chunk(k, m), threads, k.engine)
 
 
 @pytest.mark.parametrize("dtype,given_out", [("bf16", False), ("bf16", True), ("s8s8", True)])

@@ -132,16 +132,37 @@ class Kernel:
     cols: int
 
     @functools.cached_property
-    def blocked_name(self) -> str | None:
-        """The blocked entry point's name, or None where the family has none or the compile
-        target has no row in the per-target table (then the superblock loop runs). The compile
-        target is fixed for the process, so the answer is kept (every call asks, several times)."""
+    def _blocked_fma(self) -> str | None:
+        """The blocked entry point on the FMA engine, or None where the family has none or the
+        compile target has no row in the per-target table. The compile target is fixed for the
+        process, so the answer is kept (every call asks, several times)."""
         from .kernels import blocked, targets
 
         if self.family.blocked is None or targets.plan() is None:
             return None
         name = self.family.blocked.format(b=self.instruction.b.name)
         return name if name in blocked.ENTRY_BODIES else None
+
+    @property
+    def blocked_name(self) -> str | None:
+        """The blocked entry point's name (None: the superblock loop runs): the entry of the
+        engine :func:`engine_for` picks for it."""
+        from .kernels import blocked
+
+        base = self._blocked_fma
+        if base is None:
+            return None
+        return blocked.ENGINE_ENTRIES.get((base, engine_for(base)), base)
+
+    @property
+    def engine(self) -> str | None:
+        """What the blocked kernel's fast body runs its binary32 chains on: ``"fma"`` (VFMADD231PS
+        or the target's FMA) or ``"vdpbf16ps"`` (TDPBF16PS's chains through VDPBF16PS, two steps
+        per instruction: ``docs/performance.md``); None for the superblock loop."""
+        from .kernels import blocked
+
+        name = self.blocked_name
+        return None if name is None else blocked.ENTRY_ENGINES[name]
 
     @property
     def blocked(self) -> Callable[..., Any] | None:
@@ -180,7 +201,9 @@ class Kernel:
     @property
     def name(self) -> str:
         b = self.body
-        return f"{self.instruction.mnemonic.lower()}-{self.tiling}-{self.family.name}-{b.rows}x{b.cols}-{self.target}"
+        engine = "" if self.engine in (None, "fma") else f"-{self.engine}"  # the FMA engine goes unnamed
+        family = f"{self.family.name}{engine}"
+        return f"{self.instruction.mnemonic.lower()}-{self.tiling}-{family}-{b.rows}x{b.cols}-{self.target}"
 
     @property
     def k_chunk(self) -> int:
@@ -201,6 +224,23 @@ class Kernel:
     @property
     def exact(self) -> Callable[..., Any]:
         return self.family.entry("exact")
+
+
+#: The engine every blocked kernel runs on where it has it, or None: each runs the fastest one the
+#: compile target has. Set it with :func:`tilegemm.plan.forced_engine`.
+FORCED_ENGINE: str | None = None
+
+
+def engine_for(entry: str) -> str:
+    """The engine the blocked entry point ``entry`` (its FMA engine's name) runs on: the forced
+    one where it has it, else the first of ``tilegemm.kernels.targets.engines()`` it has (the
+    compile target's, fastest first), else ``"fma"``."""
+    from .kernels import blocked, targets
+
+    have = [e for e in targets.engines() if (entry, e) in blocked.ENGINE_ENTRIES]
+    if FORCED_ENGINE is not None:
+        return FORCED_ENGINE if FORCED_ENGINE in have else "fma"
+    return have[0] if have else "fma"
 
 
 def family_for(instr: Instruction) -> Family:

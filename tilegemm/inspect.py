@@ -74,8 +74,15 @@ def _kernel(isa, dtype, tiling, family=None):
     return kern if family is None else replace(kern, family=dispatch.FAMILIES[family])
 
 
+def _engine(engine):
+    """Inside the block, the blocked kernels run on ``engine`` (None: the target's choice)."""
+    from .plan import forced_engine
+
+    return forced_engine(engine)
+
+
 @functools.lru_cache(maxsize=None)
-def _probe(isa, dtype, tiling, family=None):
+def _probe(isa, dtype, tiling, family=None, engine=None):
     """The hot loop of the kernel ``dispatch`` names for (isa, dtype, tiling) as a small
     non-cached function, compiled for arguments typed as ``matmul`` types them: the blocked
     kernel's fast body over a loop of K steps (its table row's shape), or one K step of one
@@ -83,9 +90,10 @@ def _probe(isa, dtype, tiling, family=None):
     import numpy as np
     from numba import typeof
 
-    kern = _kernel(isa, dtype, tiling, family)
-    if kern.blocked_name is not None:
-        return _body_probe(kern)
+    with _engine(engine):
+        kern = _kernel(isa, dtype, tiling, family)
+        if kern.blocked_name is not None:
+            return _body_probe(kern)
     instr, fam = kern.instruction, kern.family
     lanes = instr.a.lanes  # values per element: a complex element is two
     step = fam.superblock_step(kern.rows, kern.cols, instr.lanes, tuple(0 for _ in instr.switches))
@@ -107,7 +115,8 @@ def _body_probe(kern):
 
     from .kernels import blocked
 
-    body, fn, kind = blocked.fast_body(blocked.ENTRY_BODIES[kern.blocked_name])
+    name = kern.blocked_name
+    body, fn, kind = blocked.fast_body(blocked.ENTRY_BODIES[name], blocked.ENTRY_ENGINES[name])
     if kind == "int":
         a_type = np.uint8 if blocked.PLAN.int_kind == "vnni" else np.int16
         A, B, C = np.zeros(64, a_type), np.zeros(64, np.uint8), np.zeros(64, np.int32)
@@ -116,7 +125,8 @@ def _body_probe(kern):
             fn(A, 0, lda, B, 0, b_tile, b_step, C, 0, ldc, nsteps)
 
     else:
-        A, B, C = np.zeros(64, np.float32), np.zeros(64, np.uint32), np.zeros(64, np.float32)
+        a_type = np.uint32 if kind == "chain" else np.float32  # chain dwords, or binary32 values
+        A, B, C = np.zeros(64, a_type), np.zeros(64, np.uint32), np.zeros(64, np.float32)
 
         def probe(A, B, C, lda, b_tile, b_step, ldc, nsteps):
             fn(A, 0, lda, B, 0, b_tile, b_step, C, 0, ldc, nsteps, 16)
@@ -126,7 +136,11 @@ def _body_probe(kern):
     return jitted, jitted.signatures[-1]
 
 
-def _check(dtype, tiling, isa, family=None):
+def _check(dtype, tiling, isa, family=None, engine=None):
+    from .kernels import blocked
+
+    if engine is not None and engine not in blocked.ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(map(repr, blocked.ENGINES))}")
     if tiling != "auto":
         _kernel(isa, dtype, tiling, family)  # validates all of them
     return resolve(isa, dtype)[2]
@@ -136,29 +150,31 @@ def _tiling(tiling):
     return "2x2" if tiling == "auto" else tiling
 
 
-def _host_texts(dtype, tiling, isa, family=None) -> dict:
-    """IR, assembly, target and body of the hot loop, compiled in this process (for its target)."""
+def _host_texts(dtype, tiling, isa, family=None, engine=None) -> dict:
+    """IR, assembly, target and body of the hot loop, compiled in this process (for its target;
+    ``engine``: the blocked kernels' engine, None for the target's choice)."""
     import llvmlite.binding as llvm
     from numba.core import config
 
-    fn, sig = _probe(isa, dtype, _tiling(tiling), family)
+    fn, sig = _probe(isa, dtype, _tiling(tiling), family, engine)
     cpu = config.CPU_NAME or llvm.get_host_cpu_name()
     features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
-    kern = _kernel(isa, dtype, _tiling(tiling), family)
-    body = kern.body
+    with _engine(engine):
+        kern = _kernel(isa, dtype, _tiling(tiling), family)
+        body, name, blocked_name = kern.body, kern.name, kern.blocked_name
     budget = getattr(body, "spills", None)
     return {
         "ir": fn.inspect_llvm(sig),
         "asm": fn.inspect_asm(sig),
         "cpu": cpu,
         "features": features,
-        "body": f"{kern.name} ({'blocked' if kern.blocked_name else 'superblock loop'})",
+        "body": f"{name} ({'blocked' if blocked_name else 'superblock loop'})",
         "budget": budget,
     }
 
 
 def _many_texts(cases) -> list:
-    """:func:`_host_texts` of several (dtype, tiling, isa[, family]) in this process."""
+    """:func:`_host_texts` of several (dtype, tiling, isa[, family[, engine]]) in this process."""
     return [_host_texts(*c) for c in cases]
 
 
@@ -202,8 +218,9 @@ class VectorReport:
     """What the hot loop of a microkernel compiled to.
 
     ``vectorized`` is True when all of these hold: no scalar FMA (``vfmadd...ss/sd``) appears;
-    the work instructions are vector ones (float: at least one packed FMA ``vfmadd...ps``; int8:
-    at least one integer dot product, ``vpmaddwd``, ``vpdpwssd`` or ``vpdpbusd``); and the widest
+    the work instructions are vector ones (float: at least one packed FMA ``vfmadd...ps`` or, on
+    the VDPBF16PS engine, ``vdpbf16ps``; int8: at least one integer dot product, ``vpmaddwd``,
+    ``vpdpwssd`` or ``vpdpbusd``; ``int_dot`` counts these dot products); and the widest
     vector type in the IR is at least 128 bits. ``spills`` counts vector registers stored to the
     stack anywhere in the function (``vmov... %xmm/ymm/zmm, ...(%rsp)``); ``loop_spills`` the
     vector registers stored to or reloaded from the stack inside the inner loop (the basic blocks
@@ -229,9 +246,9 @@ class VectorReport:
         return "\n".join(f"{k:14} {v}" for k, v in asdict(self).items())
 
 
-_VEC = re.compile(r"<(\d+) x (half|float|double|i8|i16|i32|i64)>")
-_BITS = {"half": 16, "float": 32, "double": 64, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
-_WORK = re.compile(r"\b(?:vfn?m(?:add|sub)\w*p[hsd]|vpdpbusds?|vpdpwssds?|vpmaddwd)\b")
+_VEC = re.compile(r"<(\d+) x (half|bfloat|float|double|i8|i16|i32|i64)>")
+_BITS = {"half": 16, "bfloat": 16, "float": 32, "double": 64, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+_WORK = re.compile(r"\b(?:vfn?m(?:add|sub)\w*p[hsd]|vpdpbusds?|vpdpwssds?|vpmaddwd|vdpbf16ps)\b")
 _SPILL = re.compile(r"\bvmov\w+\s+%[xyz]mm\d+, -?\d*\(%rsp\)")
 _RELOAD = re.compile(r"\bv\w+\s+-?\d*\(%rsp\)(?:\{1to\d+\})?, %[xyz]mm")
 
@@ -268,7 +285,7 @@ def _report(ir_text: str, asm_text: str, cpu: str, features: str, budget=None, b
             widest, bits = f"<{n} x {t}>", b
     vfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*p[hsd]\b", asm_text))
     sfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*s[hsd]\b", asm_text))
-    idot = len(re.findall(r"\b(?:vpmaddwd|vpdpwssds?|vpdpbusds?)\b", asm_text))
+    idot = len(re.findall(r"\b(?:vpmaddwd|vpdpwssds?|vpdpbusds?|vdpbf16ps)\b", asm_text))
     spills = len(_SPILL.findall(asm_text))
     vectorized = sfma == 0 and (vfma > 0 or idot > 0) and bits >= 128
     return VectorReport(
@@ -289,7 +306,9 @@ def vector_report(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> VectorRepo
 def vector_reports(cases, cpu=None) -> list[VectorReport]:
     """:func:`vector_report` of each ``(dtype, tiling, isa)`` in ``cases``, all compiled for ``cpu``
     in one subprocess (or in this process for the host). A case may name a kernel family fourth:
-    the entry as that family runs it (a fallback, which no dtype names first)."""
+    the entry as that family runs it (a fallback, which no dtype names first; None for the
+    dtype's own), and an engine fifth (``tilegemm.plan.forced_engine``: the blocked body on
+    ``"fma"`` where the target would pick VDPBF16PS)."""
     cases = tuple(tuple(c) for c in cases)
     for c in cases:
         _check(*c)

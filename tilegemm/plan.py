@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from . import layouts
+from . import dispatch, layouts
 from .dispatch import TILINGS, Kernel
 from .instructions import Instruction
 from .kernels import families as _families
@@ -40,6 +40,7 @@ __all__ = [
     "one_row_body",
     "slab_steps",
     "forced_path",
+    "forced_engine",
     "SERIAL_BELOW",
     "SERIAL_BELOW_BUSY",
     "FORCED_PATH",
@@ -248,6 +249,29 @@ def forced_path(path: str | None) -> Iterator[None]:
         yield
     finally:
         FORCED_PATH = previous
+
+
+@contextmanager
+def forced_engine(engine: str | None) -> Iterator[None]:
+    """Run every blocked kernel that has ``engine`` on it inside the block (``"fma"``: the
+    binary32 FMA bodies everywhere; ``"vdpbf16ps"``: TDPBF16PS through VDPBF16PS, which only a
+    target with AVX512_BF16 has), the others on FMA; None: each kernel on the fastest engine the
+    target has (the default). For tests and benchmarks, which run and time both."""
+    from .kernels import blocked, targets
+
+    if engine is not None and engine not in blocked.ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(map(repr, blocked.ENGINES))}")
+    if engine is not None and engine != "fma" and engine not in targets.engines():
+        missing = sorted(targets.ENGINE_NEEDS[engine] - targets.target_features())
+        raise ValueError(
+            f"engine {engine!r} needs {', '.join(missing) or 'a 16-lane table row'}, which this target lacks"
+        )
+    previous = dispatch.FORCED_ENGINE
+    dispatch.FORCED_ENGINE = engine
+    try:
+        yield
+    finally:
+        dispatch.FORCED_ENGINE = previous
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ compares the bits with ``tilegemm.reference``:
   whole instruction, where a wrong tail and a wrong edge of M or N meet), and for the seed's
   tilings the corner shapes at every other K; the deep one (``pytest -m deep``, run by CI) runs
   the rest, so that the two together run every shape at every K, each once;
-- A and B given as strided and transposed views, and C accumulated from a random start.
+- A and B given as strided and transposed views, and C accumulated from a random start;
+- on an ``engine`` of the blocked kernels (``tilegemm.plan.forced_engine``): TDPBF16PS's fast
+  body on FMA, or on VDPBF16PS where the host has AVX512_BF16.
 
 Values are random (seeded), the reference is computed once per K on the largest superblock and
 sliced: each C element depends only on its row of A and column of B. A failure names the kernel
@@ -35,7 +37,7 @@ import numpy as np
 from conftest import SEED_TILINGS, instr, operands
 
 import tilegemm
-from tilegemm import dispatch
+from tilegemm import dispatch, plan
 
 SPAN = 96  # 16 x 6: the largest superblock side of any tiling
 
@@ -102,13 +104,24 @@ TIERS = ("default", "deep")
 
 
 class KernelTester:
-    def __init__(self, isa: str, dtype: str, tiling: str, corners_only: bool = False, tier: str = "default"):
+    def __init__(
+        self,
+        isa: str,
+        dtype: str,
+        tiling: str,
+        corners_only: bool = False,
+        tier: str = "default",
+        engine: str | None = None,
+    ):
         if tier not in TIERS:
             raise ValueError(f"tier {tier!r}: one of {TIERS}")
-        self.kernel = dispatch.lookup(isa, dtype, tiling)
+        self.engine = engine
+        with plan.forced_engine(engine):
+            self.kernel = dispatch.lookup(isa, dtype, tiling)
+            self.name = self.kernel.name
+            assert engine is None or self.kernel.engine in (engine, None), (self.name, engine)
         self.corners_only = corners_only
         self.tier = tier
-        self.name = self.kernel.name
         self.isa, self.dtype, self.tiling = isa, dtype, tiling
         self.threads = min(2, numba.config.NUMBA_NUM_THREADS)
 
@@ -143,6 +156,10 @@ class KernelTester:
         return rest
 
     def run(self):
+        with plan.forced_engine(self.engine):
+            self._run()
+
+    def _run(self):
         rows, cols = 16 * self.kernel.rows, 16 * self.kernel.cols
         for k, pairs, whole in self.cases():
             a, b, sa, sb, c0, ref, ref_c = _problem(self.isa, self.dtype, k)

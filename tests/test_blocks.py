@@ -1,6 +1,7 @@
 """The blocked kernels' per-block paths: each block takes the cheapest path its exponents allow, a
 value that needs the exact path costs only its own block, and every path returns the reference's
-bits (docs/semantics.md, "How the kernels stay exact")."""
+bits (docs/semantics.md, "How the kernels stay exact"). Every test runs on each engine this host
+has for the fast body (FMA; VDPBF16PS with AVX512_BF16)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ from conftest import assert_bits, operands
 
 import tilegemm
 from tilegemm import dispatch, plan
-from tilegemm.kernels import blocked
+from tilegemm.kernels import blocked, targets
 
 FLOAT_CASES = [("amx", "bf16"), ("amx", "fp16"), ("avx512", "bf16")]
+#: The fast body's engines on this host: FMA everywhere, VDPBF16PS where the CPU has AVX512_BF16.
+ENGINES_HERE = ("fma",) + targets.engines()
+
+
+@pytest.fixture(autouse=True, params=ENGINES_HERE)
+def engine(request):
+    """Each test on each engine of this host (``plan.forced_engine``)."""
+    with plan.forced_engine(request.param):
+        yield request.param
 
 
 def _blocked(isa, dtype):
@@ -184,3 +194,73 @@ def test_forced_path_is_checked_and_restored():
     with plan.forced_path("flag"):
         assert plan.FORCED_PATH == "flag"
     assert plan.FORCED_PATH is None
+
+
+def _adversarial(m, k, n, rng):
+    """BF16 operands that are hard on a fast body, in rows and columns of their own so that most
+    blocks stay fast: signed zeros, exact cancellation within one chain (``a[k + 2] = a[k]``,
+    ``b[k + 2] = -b[k]``), products that overflow, infinities (Inf * 0: the default NaN; Inf - Inf),
+    values spread over 2^+-40, and, in a few row groups and columns, what the fast path must not
+    take: a BF16 denormal in B, products finer than 2^-126, results near 2^-126."""
+    a = (rng.standard_normal((m, k)) * 2.0 ** rng.integers(-40, 40, (m, k))).astype(np.float32)
+    b = (rng.standard_normal((k, n)) * 2.0 ** rng.integers(-40, 40, (k, n))).astype(np.float32)
+    a[:, 5::7] = -0.0
+    b[3::11, :] = -0.0
+    a[1, :] = -a[0, :]  # rows whose products cancel against row 0's
+    a[2, 2::4] = a[2, 0::4][: a[2, 2::4].size]  # e chain: a[4j + 2] = a[4j] ...
+    b[2::4, 0] = -b[0::4, 0][: b[2::4, 0].size]  # ... times b[4j + 2] = -b[4j]: cancels in pairs
+    a[3, :] = 3.0e38  # overflow: +-Inf chains that meet each other (Inf - Inf)
+    a[4, k // 2] = np.inf
+    b[k // 2, 1] = 0.0  # Inf * 0
+    b[:, 2] = 2.0**-70  # with row 6's 2^-70: products of 2^-140, the flag path
+    a[6, :] = 2.0**-70
+    a[7, : min(k, 9)] = 2.0**-63  # chains near 2^-126 in column 2
+    if k > 3:
+        b[k - 2, n - 1] = 2.0**-130  # a BF16 denormal in B: its blocks run the exact path
+    return a, b
+
+
+@pytest.mark.parametrize("k", [1, 2, 31, 33, 64, 97, 600])
+@pytest.mark.parametrize("tiling", dispatch.TILINGS)
+def test_adversarial_operands_on_every_tiling(tiling, k, engine):
+    """TDPBF16PS on every tiling and K tail, on this engine, gives the reference's bits on the
+    operands of :func:`_adversarial`, and (on an engine beyond FMA) the FMA engine's bits."""
+    kern = _blocked("amx", "bf16")
+    rng = np.random.default_rng([k, len(tiling)])
+    a, b = _adversarial(70, k, 45, rng)
+    with plan.recording() as r:
+        got = tilegemm.matmul(a, b, "bf16", tiling)
+    assert_bits(got, tilegemm.reference.matmul(a, b, "bf16"), f"{kern.name}, K = {k}")
+    counts = r.counts()
+    assert counts["fast"] > 0, counts
+    if engine != "fma":
+        with plan.forced_engine("fma"):
+            fma = tilegemm.matmul(a, b, "bf16", tiling)
+        assert_bits(got, fma, f"{kern.name} against the FMA engine, K = {k}")
+    out = (rng.standard_normal((70, 45)) * 4).astype(np.float32)
+    out[::3, ::2] = -0.0  # C's -0 meets chains from +0
+    c = out.copy()
+    tilegemm.matmul(a, b, "bf16", tiling, out=out, accumulate=True)
+    assert_bits(out, tilegemm.reference.matmul(a, b, "bf16", c=c), f"{kern.name}, accumulate, K = {k}")
+
+
+def test_the_engine_is_chosen_named_and_forced():
+    """The host's fastest engine runs by default and is named in the kernel's name; a forced
+    engine is checked and restored; an engine the host lacks is refused with what it needs."""
+    kern = dispatch.lookup("amx", "bf16", "2x2")
+    if kern.blocked is None:
+        pytest.skip(f"{kern.name}: this target runs the superblock loop (no row in the per-target table)")
+    best = targets.engines()[0] if targets.engines() else "fma"
+    with plan.forced_engine(None):
+        assert kern.engine == best and (f"-f32pairs-{best}-" in kern.name) == (best != "fma"), kern.name
+        assert dispatch.lookup("amx", "fp16", "2x2").engine == "fma"  # VDPBF16PS is BF16's only
+        with plan.forced_engine("fma"):
+            assert kern.engine == "fma" and kern.blocked_name == "gemm_pairs_bf16"
+        assert kern.engine == best
+    with pytest.raises(ValueError, match="engine 'avx' is not one of 'fma', 'vdpbf16ps'"):
+        with plan.forced_engine("avx"):
+            pass
+    if "vdpbf16ps" not in targets.engines():
+        with pytest.raises(ValueError, match=r"engine 'vdpbf16ps' needs .*\+avx512bf16"):
+            with plan.forced_engine("vdpbf16ps"):
+                pass

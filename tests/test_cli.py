@@ -105,6 +105,14 @@ def test_info_lists_the_records(capsys):
     assert f"{fp8c} " in out and "gemm_fp8c_fast (where its proof fails: family fp8quads)" in out
     # Each kernel once, though several profiles run it (VPDPBUSD: avx512_vnni and ace's int8).
     kernels = out.split("\nkernels on this host")[1].split("\n\n")[0].splitlines()[1:]
+    # which engine TDPBF16PS's body runs on, and why not the other where the CPU lacks it
+    runs = "vdpbf16ps" if "vdpbf16ps" in targets.engines() else "fma"
+    if targets.plan() is not None:
+        line = kernels.pop(0)
+        assert line.startswith("  engines of the TDPBF16PS body: fma, ") and line.endswith(f"; {runs} runs"), line
+        assert ("no vdpbf16ps (needs " in line) == (runs == "fma"), line
+        bf16 = dispatch.lookup("amx", "bf16", "2x2").name
+        assert f"\n  {bf16} " in out and ("-f32pairs-vdpbf16ps-" in bf16) == (runs == "vdpbf16ps"), bf16
     names = [row.split()[0] for row in kernels]
     assert dispatch.lookup("avx512_vnni", "u8s8", "2x2").name in names
     assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

@@ -275,10 +275,21 @@ def test_avx512_fp16_runs_vfmadd231ph_where_the_cpu_has_it():
 
 
 def test_ir_and_asm_are_the_vector_code():
-    ir = inspect.llvm_ir("bf16")
+    """The host's BF16 body on each engine: FMA (``llvm.fma``, VFMADD231PS) or, where the host has
+    AVX512_BF16, VDPBF16PS, which the host's default body is then."""
+    ir = inspect.llvm_ir("bf16", engine="fma")
     assert "llvm.fma.v" in ir
-    text = inspect.asm("bf16")
-    assert "vfmadd" in text
+    text = inspect.asm("bf16", engine="fma")
+    assert "vfmadd" in text and "vdpbf16ps" not in text
+    if "vdpbf16ps" in targets.engines():
+        for engine in ("vdpbf16ps", None):
+            assert "llvm.x86.avx512bf16.dpbf16ps.512" in inspect.llvm_ir("bf16", engine=engine)
+            text = inspect.asm("bf16", engine=engine)
+            assert re.search(r"vdpbf16ps\s+-?\d*\(%\w+(,%\w+)?\)\{1to16\}, %zmm", text), "A's broadcast folded"
+            assert "vfmadd" not in text
+    else:
+        with pytest.raises(ValueError, match="engine 'vdpbf16ps' needs"):
+            inspect.asm("bf16", engine="vdpbf16ps")
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from conftest import KERNEL_CASES, SEED_TILINGS, families, use_family
 from kernel_tester import KernelTester, k_corners, k_values, mn_pairs
 
 from tilegemm import dispatch, plan
-from tilegemm.kernels import gemm
+from tilegemm.kernels import blocked, gemm, targets
 
 
 def _paths(kernel):
@@ -32,29 +32,42 @@ def _fallback_of(isa, dtype):
     return dispatch.FAMILIES[dispatch.lookup(isa, dtype, "1x1").instruction.kernel].fallback
 
 
+def _engines(kernel, path):
+    """The engines a case runs on: on the fast path of a blocked kernel with an engine beyond FMA,
+    every engine this host has (FMA, and VDPBF16PS with AVX512_BF16); None (the target's choice)
+    elsewhere. The forced slow paths never run the fast body, so they run once."""
+    name = kernel._blocked_fma
+    if path != "fast" or name is None:
+        return (None,)
+    more = tuple(e for e in targets.engines() if (name, e) in blocked.ENGINE_ENTRIES)
+    return ("fma",) + more if more else (None,)
+
+
 # Every family that can run an instruction on this host: its emulation, its fallback, and the
 # instruction itself (kernels/targets.py NATIVE) where this host can run that, whichever the table
-# picks. A fallback runs its fast path only: the first family's slow paths already run its exact
-# entry (a family with a fallback has none of its own).
+# picks; a blocked kernel's fast path on every engine this host has for it. A fallback runs its
+# fast path only: the first family's slow paths already run its exact entry (a family with a
+# fallback has none of its own).
 CASES = [
-    (isa, dtype, tiling, path, family)
+    (isa, dtype, tiling, path, family, engine)
     for isa, dtype in KERNEL_CASES
     for family in families(dispatch.lookup(isa, dtype, "1x1").instruction.kernel)
     for tiling in dispatch.TILINGS
     for path in _paths(_kernel(isa, dtype, tiling, family))
     if path == "fast" or family != _fallback_of(isa, dtype)
+    for engine in _engines(_kernel(isa, dtype, tiling, family), path)
 ]
 
 
 def _with_quick_marks(cases):
-    """The cases, each family's first fast 2x2 case marked ``quick``: ``pytest -m quick`` runs
-    every kernel family through the tester once (README, "Set-up")."""
-    seen: set[str] = set()
+    """The cases, each family's first fast 2x2 case on each engine marked ``quick``: ``pytest -m
+    quick`` runs every kernel family (and engine) through the tester once (README, "Set-up")."""
+    seen: set[tuple[str, str | None]] = set()
     out = []
     for case in cases:
-        family, tiling, path = case[4], case[2], case[3]
-        if family not in seen and tiling == "2x2" and path == "fast":
-            seen.add(family)
+        family, tiling, path, engine = case[4], case[2], case[3], case[5]
+        if (family, engine) not in seen and tiling == "2x2" and path == "fast":
+            seen.add((family, engine))
             out.append(pytest.param(*case, marks=pytest.mark.quick))
         else:
             out.append(case)
@@ -64,12 +77,13 @@ def _with_quick_marks(cases):
 QUICK_FAMILIES = {c[4] for c in CASES if c[2] == "2x2" and c[3] == "fast"}
 
 
-def _tester(isa, dtype, tiling, path, family, monkeypatch, tier):
+def _tester(isa, dtype, tiling, path, family, engine, monkeypatch, tier):
     use_family(monkeypatch, dispatch.lookup(isa, dtype, tiling).instruction.kernel, family)
     if path != "fast":
         monkeypatch.setattr(plan, "fast_path_ok", lambda *args, **kw: False)
         monkeypatch.setattr(plan, "FORCED_PATH", path)
-    tester = KernelTester(isa, dtype, tiling, corners_only=_corners_only(isa, dtype, tiling, path), tier=tier)
+    corners = _corners_only(isa, dtype, tiling, path)
+    tester = KernelTester(isa, dtype, tiling, corners_only=corners, tier=tier, engine=engine)
     assert tester.kernel.family.name == family
     return tester
 
@@ -83,11 +97,11 @@ def _corners_only(isa, dtype, tiling, path):
     return path != "fast" and tiling not in full
 
 
-@pytest.mark.parametrize("isa,dtype,tiling,path,family", _with_quick_marks(CASES))
-def test_kernel(isa, dtype, tiling, path, family, monkeypatch):
+@pytest.mark.parametrize("isa,dtype,tiling,path,family,engine", _with_quick_marks(CASES))
+def test_kernel(isa, dtype, tiling, path, family, engine, monkeypatch):
     """The default tier (``KernelTester.cases``): every M x N at K = step + 1, and on the seed's
     tilings the corner shapes at every other K."""
-    _tester(isa, dtype, tiling, path, family, monkeypatch, "default").run()
+    _tester(isa, dtype, tiling, path, family, engine, monkeypatch, "default").run()
 
 
 #: The cases whose deep tier adds shapes (all but the seed's tilings restricted to corner shapes).
@@ -95,11 +109,11 @@ DEEP_CASES = [c for c in CASES if KernelTester(*c[:3], _corners_only(*c[:4]), "d
 
 
 @pytest.mark.deep
-@pytest.mark.parametrize("isa,dtype,tiling,path,family", DEEP_CASES)
-def test_kernel_deep(isa, dtype, tiling, path, family, monkeypatch):
+@pytest.mark.parametrize("isa,dtype,tiling,path,family,engine", DEEP_CASES)
+def test_kernel_deep(isa, dtype, tiling, path, family, engine, monkeypatch):
     """The deep tier (``pytest -m deep``): the shapes the default tier leaves out, so that the two
     tiers together run every shape at every K."""
-    tester = _tester(isa, dtype, tiling, path, family, monkeypatch, "deep")
+    tester = _tester(isa, dtype, tiling, path, family, engine, monkeypatch, "deep")
     assert tester.cases()
     tester.run()
 

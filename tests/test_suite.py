@@ -70,13 +70,14 @@ def test_report_of_a_target_without_a_row():
 
 
 def test_the_quick_subset_runs_every_kernel_family_once():
-    """``pytest -m quick`` (README): one fast 2x2 case of the kernel tester per family, and every
-    family of the full tester among them."""
+    """``pytest -m quick`` (README): one fast 2x2 case of the kernel tester per family and engine,
+    and every family and engine of the full tester among them."""
     import test_kernels
 
     quick = [p for p in test_kernels._with_quick_marks(test_kernels.CASES) if hasattr(p, "marks")]
-    families = [p.values[4] for p in quick]
-    assert sorted(families) == sorted(set(families)) == sorted({c[4] for c in test_kernels.CASES})
+    families = [(p.values[4], str(p.values[5])) for p in quick]
+    every = {(c[4], str(c[5])) for c in test_kernels.CASES if c[3] == "fast"}
+    assert sorted(families) == sorted(set(families)) == sorted(every)
     assert all(p.values[2:4] == ("2x2", "fast") and p.marks[0].name == "quick" for p in quick)
 
 

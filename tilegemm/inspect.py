@@ -179,13 +179,13 @@ def _many_texts(cases) -> list:
 
 
 @functools.lru_cache(maxsize=None)
-def _texts(dtype, tiling, isa, cpu) -> dict:
+def _texts(dtype, tiling, isa, cpu, engine=None) -> dict:
     """:func:`_host_texts` for this host (``cpu=None``), or for a named target, compiled (never
     run) in a subprocess with ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` set."""
-    _check(dtype, tiling, isa)
+    _check(dtype, tiling, isa, None, engine)
     if cpu is None:
-        return _host_texts(dtype, tiling, isa)
-    return _cross(((dtype, tiling, isa),), cpu)[0]
+        return _host_texts(dtype, tiling, isa, None, engine)
+    return _cross(((dtype, tiling, isa, None, engine),), cpu)[0]
 
 
 def _cross(cases, cpu) -> list:
@@ -200,17 +200,19 @@ def _cross(cases, cpu) -> list:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def llvm_ir(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> str:
+def llvm_ir(dtype="bf16", tiling="2x2", isa="amx", cpu=None, engine=None) -> str:
     """Optimized LLVM IR of the hot loop ``matmul`` runs for these arguments (see the module
     docstring: the blocked body over its K loop, or one K step of one superblock of the tiling's
-    C tiles; ``auto`` shows 2x2), for this host or ``cpu``."""
-    return str(_texts(dtype, tiling, isa, cpu)["ir"])
+    C tiles; ``auto`` shows 2x2), for this host or ``cpu``; ``engine``: the blocked body's engine
+    (``tilegemm.plan.forced_engine``; None: the one the target picks, VDPBF16PS for BF16 where it
+    has AVX512_BF16)."""
+    return str(_texts(dtype, tiling, isa, cpu, engine)["ir"])
 
 
-def asm(dtype="bf16", tiling="2x2", isa="amx", cpu=None) -> str:
+def asm(dtype="bf16", tiling="2x2", isa="amx", cpu=None, engine=None) -> str:
     """Assembly (AT&T syntax) of the same hot loop, for this host or ``cpu`` (a name in
-    :data:`TARGETS`, compiled for and never run)."""
-    return str(_texts(dtype, tiling, isa, cpu)["asm"])
+    :data:`TARGETS`, compiled for and never run), on ``engine`` as for :func:`llvm_ir`."""
+    return str(_texts(dtype, tiling, isa, cpu, engine)["asm"])
 
 
 @dataclass(frozen=True)

@@ -380,6 +380,20 @@ def float_body(
     return body
 
 
+def prefetch_rows(builder, base, off, ld, rows, cols):
+    """Prefetch, for writing, ``rows`` rows of ``cols`` 32-bit values at ``base + off``, rows
+    ``ld`` apart (``llvm.prefetch``; one per 64-byte line)."""
+    i8p = I8.as_pointer()
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [i8p, I32, I32, I32]), "llvm.prefetch.p0"
+    )
+    for r in range(rows):
+        row = builder.add(off, builder.mul(ld, _c64(r)))
+        for c in range(0, cols, TILE):
+            p = builder.bitcast(builder.gep(base, [builder.add(row, _c64(c))]), i8p)
+            builder.call(fn, [p, ir.Constant(I32, 1), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+
+
 def int_body(kind: str, rows: int, cols: int, width: int, variant: int):
     """Intrinsic ``body(A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps) -> int64``
     for TDPB*D: ``C += A @ B`` over ``nsteps`` whole steps of 16 quads, modulo 2^32.
@@ -414,6 +428,10 @@ def int_body(kind: str, rows: int, cols: int, width: int, variant: int):
                 name = "llvm.x86.avx512.pmaddw.d.512" if width == 16 else "llvm.x86.avx2.pmadd.wd"
                 madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vh, vh]), name)
             zero = ir.Constant(vi, [0] * width)
+            # C is read and written once, after the loop: ask for its lines now, so that they
+            # arrive while the loop runs (a call of the driver reaches each block of C once per
+            # chunk, usually from memory)
+            prefetch_rows(builder, cp, c_off_, ldc_, rows, cols)
             pre = builder.block
             loop = builder.append_basic_block("body.step")
             done = builder.append_basic_block("body.done")

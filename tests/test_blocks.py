@@ -264,3 +264,26 @@ def test_the_engine_is_chosen_named_and_forced():
         with pytest.raises(ValueError, match=r"engine 'vdpbf16ps' needs .*\+avx512bf16"):
             with plan.forced_engine("vdpbf16ps"):
                 pass
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_int8_a_packing_passes(signed):
+    """The INT8 drivers' A packing: rows ``m0:m1`` of one matrix from column ``a_k0 + k0``, as bytes
+    xor 0x80 (VPDPBUSD) or widened to int16 (VPMADDWD, sign- or zero-extended), zero past ``kn``
+    and past the last row; the other INT8 driver runs the words on hosts without VNNI, so both
+    are checked here against NumPy."""
+    rng = np.random.default_rng(9)
+    A = rng.integers(0, 256, (2, 30, 300)).astype(np.uint8)
+    ai, a_k0, m0, m1, nrows, k0, kn, width, lda = 1, 7, 5, 21, 24, 64, 150, 192, 200
+    buf = np.full(nrows * lda, 99, np.uint8)
+    blocked.pack_a_bytes(A, ai, a_k0, m0, m1, nrows, k0, kn, width, lda, buf, 0x80 if signed else 0)
+    words = np.full(nrows * lda, 99, np.int16)
+    blocked.pack_a_words(A, ai, a_k0, m0, m1, nrows, k0, kn, width, lda, words, signed)
+    src = A[ai, m0:m1, a_k0 + k0 : a_k0 + k0 + kn]
+    want_b = np.zeros((nrows, width), np.uint8)
+    want_b[: m1 - m0, :kn] = src ^ (0x80 if signed else 0)
+    want_w = np.zeros((nrows, width), np.int16)
+    want_w[: m1 - m0, :kn] = src.view(np.int8) if signed else src
+    assert np.array_equal(buf.reshape(nrows, lda)[:, :width], want_b)
+    assert np.array_equal(words.reshape(nrows, lda)[:, :width], want_w)
+    assert np.all(buf.reshape(nrows, lda)[:, width:] == 99)  # nothing past the row's width

@@ -204,10 +204,11 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
     that stay in L1, against the peak (vector FMA instructions per cycle x lanes x 2 x clock;
     INT8: one dot product instruction per FMA unit per cycle, 4 multiply-adds per lane for
     VPDPBUSD, 2 for VPMADDWD; the binary64 bodies of AMX-FP8 and ACE MX: half the float32
-    lanes)."""
+    lanes; TDPBF16PS on VDPBF16PS, where the target has it: two multiply-adds per lane, one
+    instruction per FMA unit per cycle, so twice the FMA peak)."""
     from numba import njit
 
-    from .kernels import blocked
+    from .kernels import blocked, targets
 
     entry = blocked.PLAN
     if entry is None:
@@ -221,8 +222,10 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
     units = f"{entry.fma_units} x {entry.fma_width}-lane FMA per cycle"
     report(f"# bodies alone (operands in L1), {entry.name}: {units}, {clock}")
     out = []
-    for name in ("pairs_bf16", "pairs_fp16", "dot", "quads"):
-        body, fn, kind = blocked.fast_body(name)
+    cases = [(name, "fma") for name in ("pairs_bf16", "pairs_fp16", "dot", "quads")]
+    cases += [("pairs_bf16", e) for e in targets.engines()]
+    for name, engine in cases:
+        body, fn, kind = blocked.fast_body(name, engine)
         rows, cols = body.rows, body.cols
         tiles = max(1, cols // 16)
         rng = np.random.default_rng(0)
@@ -235,6 +238,16 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
             def loop(A, B, C, reps, fn=fn):
                 for _ in range(reps):
                     fn(A, 0, 64 * steps, B, 0, steps * 1024, 1024, C, 0, cols, steps)
+
+        elif kind == "chain":  # A and B as chain dwords (two BF16 values near 1 each)
+            A = rng.integers(0x3F003F00, 0x3F803F80, rows * 16 * steps).astype(np.uint32)
+            B = rng.integers(0x3F003F00, 0x3F803F80, tiles * steps * 256).astype(np.uint32)
+            C = np.zeros(rows * cols, np.float32)
+
+            @njit
+            def loop(A, B, C, reps, fn=fn):
+                for _ in range(reps):
+                    fn(A, 0, 16 * steps, B, 0, steps * 256, 256, C, 0, cols, steps, 16)
 
         else:
             A = rng.standard_normal(rows * 32 * steps).astype(np.float32)
@@ -250,7 +263,8 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
         best = _best_time(loop, (A, B, C), reps)
         per_call = 2 * rows * cols * steps * (64 if kind == "int" else 32)
         rate = per_call * reps / best / 1e9
-        r = BodyRate(name, f"{body} {kind}", rate, ipeak if kind == "int" else fpeak)
+        peak = ipeak if kind == "int" else (2 * fpeak if fpeak and kind == "chain" else fpeak)
+        r = BodyRate(name if engine == "fma" else f"{name} {engine}", f"{body} {kind}", rate, peak)
         report(r.line())
         out.append(r)
     for r in _binary64_bodies(steps, fpeak / 2 if fpeak else None) + _fp8c_bodies(steps, fpeak) + [_mx32c_body(fpeak)]:
@@ -463,9 +477,12 @@ def speed_targets(sizes=(1024, 2048), repeats=7, report: Callable[[str], None] =
     rng = np.random.default_rng(0)
     kern = dispatch.lookup(DEFAULT_ISA, "s8s8", "2x2")
     entry = kern.table_entry
-    int_goal = 2.0 if entry is not None and entry.int_kind == "vnni" else 1.0
+    int_goal = 3.3 if entry is not None and entry.int_kind == "vnni" else 1.0
+    # TDPBF16PS through VDPBF16PS, where the target has it, carries two multiply-adds per
+    # instruction (README, "Speed")
+    bf16_goal = 1.6 if dispatch.lookup(DEFAULT_ISA, "bf16", "2x2").engine == "vdpbf16ps" else 0.85
     with _one_thread_blas():
-        for dtype, goal in (("bf16", 0.85), ("fp16", 0.85), ("tf32", 0.9)):
+        for dtype, goal in (("bf16", bf16_goal), ("fp16", 0.85), ("tf32", 0.9)):
             for n in sizes:
                 a, b = _values(dtype, (n, n), rng), _values(dtype, (n, n), rng)
                 p = pack(b, dtype)

@@ -155,7 +155,7 @@ def pack_a_float(A, a_f32, fp16, ai, a_k0, m0, m1, nrows, k0, kn, width, lda, ab
 
 @njit(cache=True)
 def pack_a_chains(abits, lda, nrows, ks, adw, ldw):
-    """The chain dwords (``bodies.chain_body``) of ``ks`` steps of ``nrows`` rows of a packed A
+    """The chain dwords (``bodies.vdp_body``) of ``ks`` steps of ``nrows`` rows of a packed A
     block (``abits``: binary32 bits of BF16 values, rows ``lda`` apart) into ``adw`` (rows ``ldw``
     apart): ``e`` dword ``j`` of a step is ``a[4j + 2] | a[4j] << 16``, ``o`` dword ``j``
     ``a[4j + 3] | a[4j + 1] << 16``, 16-bit halves of the values as DAZ left them."""
@@ -168,6 +168,20 @@ def pack_a_chains(abits, lda, nrows, ks, adw, ldw):
             for j in range(bodies.CHAIN_DWORDS):
                 for c in range(2):
                     dst[bodies.CHAIN_DWORDS * c + j] = (src[4 * j + 2 + c] >> sh) | (src[4 * j + c] & hi)
+
+
+@njit(cache=True)
+def pack_a_pairs(abits, lda, nrows, ks, adw, ldw):
+    """As :func:`pack_a_chains`, the pairs as VDPBF16PS reads them: dword ``p`` of a step is
+    ``a[2p] | a[2p + 1] << 16``."""
+    hi = np.uint32(0xFFFF0000)
+    sh = np.uint32(16)
+    for r in range(nrows):
+        for s in range(ks):
+            src = abits[r * lda + s * 2 * PAIRS : r * lda + (s + 1) * 2 * PAIRS]
+            dst = adw[r * ldw + s * bodies.CHAIN_ROW : r * ldw + (s + 1) * bodies.CHAIN_ROW]
+            for p in range(PAIRS):
+                dst[p] = (src[2 * p] >> sh) | (src[2 * p + 1] & hi)
 
 
 @njit(cache=True)
@@ -232,35 +246,44 @@ def _fast_bodies(kind, fp16, body, engine):
     Bf, b_off, b_tile, b_step, cbuf, cb_tile, cb_step)``, the panel's operands on both engines.
 
     ``engine`` (:data:`ENGINES`): ``"fma"`` runs the chains as binary32 FMAs on the exact A
-    values and B's pairs as packed; ``"vdpbf16ps"`` (TDPBF16PS, targets with AVX512_BF16) runs
-    them through VDPBF16PS on chain dwords (``bodies.chain_body``): A's block once more as
-    chain dwords (``adw``), and each panel's chunk of B rewritten into ``cbuf`` for each block of
+    values and B's pairs as packed; ``"vdpbf16ps"`` (BF16, targets with AVX512_BF16) runs them
+    through VDPBF16PS (``bodies.vdp_body``) on A's block once more as dwords (``adw``): for
+    TDPBF16PS chain dwords, with each panel's chunk of B rewritten into ``cbuf`` for each block of
     A's rows (a few percent of the time; keeping every panel of the chunk rewritten instead would
-    cost as much memory as B's chunk, per thread)."""
+    cost as much memory as B's chunk, per thread); for VDPBF16PS its own pairs, B as packed."""
     R, NR, W = body.rows, body.cols, body.width
     bsrc = BSRC_FP16 if fp16 else BSRC_BF16
     if engine == "vdpbf16ps":
-        assert kind == "pairs" and not fp16, "VDPBF16PS runs TDPBF16PS's chains"
-        fast = bodies.chain_body(R, NR, W, CHAIN_UNROLL)
-        fast1 = bodies.chain_body(1, NR, W, CHAIN_UNROLL)
+        assert not fp16, "VDPBF16PS multiplies BF16"
+        fast = bodies.vdp_body(kind, R, NR, W, CHAIN_UNROLL)
+        fast1 = bodies.vdp_body(kind, 1, NR, W, CHAIN_UNROLL)
         CR = bodies.CHAIN_ROW
+        chains = kind == "pairs"
 
         @njit(inline="always")
         def prep_a(abits, lda, nrows, ks, adw, ldw):
-            pack_a_chains(abits, lda, nrows, ks, adw, ldw)
+            if chains:
+                pack_a_chains(abits, lda, nrows, ks, adw, ldw)
+            else:
+                pack_a_pairs(abits, lda, nrows, ks, adw, ldw)
 
         @njit(inline="always")
         def prep_b(Bf, b_off, b_step, cbuf, ks, ntiles):
-            bodies.chain_pack_b(Bf, b_off, 256, b_step, cbuf, ks, ntiles)
+            if chains:
+                bodies.chain_pack_b(Bf, b_off, 256, b_step, cbuf, ks, ntiles)
 
         @njit(inline="always")
         def call(one, ops, row, s, T, t_off, ldt, n):
-            _, _, adw, ldw, _, _, _, _, cbuf, cb_tile, cb_step = ops
-            a_off, c_off = row * ldw + s * CR, s * cb_step
+            _, _, adw, ldw, Bf, b_off, b_tile, b_step, cbuf, cb_tile, cb_step = ops
+            a_off = row * ldw + s * CR
+            if chains:  # the panel's chunk, rewritten
+                B, o, bt, bs = cbuf, s * cb_step, cb_tile, cb_step
+            else:  # B's pairs as packed
+                B, o, bt, bs = Bf, b_off + s * b_step, b_tile, b_step
             if one:
-                fast1(adw, a_off, ldw, cbuf, c_off, cb_tile, cb_step, T, t_off, ldt, n, 16)
+                fast1(adw, a_off, ldw, B, o, bt, bs, T, t_off, ldt, n, 16)
             else:
-                fast(adw, a_off, ldw, cbuf, c_off, cb_tile, cb_step, T, t_off, ldt, n, 16)
+                fast(adw, a_off, ldw, B, o, bt, bs, T, t_off, ldt, n, 16)
 
         return fast, fast1, prep_a, prep_b, call
     assert engine == "fma"
@@ -328,7 +351,7 @@ def _float_job(dot, fp16, body, flag_rows, engine="fma"):
         # the VDPBF16PS engine's chain dwords of A's block and of one panel's chunk of B
         ldw = kc * bodies.CHAIN_ROW
         adw = np.zeros(mc * ldw if vdp else 1, np.uint32)
-        cbuf = np.empty(kc * NT * 256 if vdp else 1, np.uint32)
+        cbuf = np.empty(kc * NT * 256 if (vdp and not dot) else 1, np.uint32)
         amin = np.empty(mc // R, np.int32)
         npan = -(-(j1 - j0) // NR)
         dirty = np.empty((-(-(i1 - i0) // R), npan), np.bool_)
@@ -529,6 +552,7 @@ _PAIRS_BF16 = _float_driver(False, False, _P.pairs_bf16)
 _PAIRS_FP16 = _float_driver(False, True, _P.pairs_fp16)
 _DOT_BF16 = _float_driver(True, False, _P.dot)
 _PAIRS_BF16_VDP = _float_driver(False, False, _P.pairs_bf16, "vdpbf16ps")
+_DOT_BF16_VDP = _float_driver(True, False, _P.dot, "vdpbf16ps")
 
 
 # The entry points (contract in kernels/__init__.py). One per B format and family, each compiled
@@ -549,11 +573,16 @@ def gemm_dot_bf16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one
     return _DOT_BF16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
 
 
-# TDPBF16PS on the VDPBF16PS engine: compiled only where the target has AVX512_BF16 (the
-# dispatcher never picks it elsewhere: ``tilegemm.dispatch.Kernel.engine``).
+# TDPBF16PS and VDPBF16PS on the VDPBF16PS engine: compiled only where the target has
+# AVX512_BF16 (the dispatcher never picks them elsewhere: ``tilegemm.dispatch.Kernel.engine``).
 @njit(cache=True, parallel=True)
 def gemm_pairs_bf16_vdp(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
     return _PAIRS_BF16_VDP(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
+
+
+@njit(cache=True, parallel=True)
+def gemm_dot_bf16_vdp(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
+    return _DOT_BF16_VDP(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
 
 
 # --------------------------------------------------------------------------------------------
@@ -795,11 +824,15 @@ ENTRY_BODIES = {
     "gemm_dot_bf16": "dot",
     "gemm_quads": "quads",
     "gemm_pairs_bf16_vdp": "pairs_bf16",
+    "gemm_dot_bf16_vdp": "dot",
 }
 #: Entry point -> the engine its fast body runs the chains on.
 ENTRY_ENGINES = {name: "vdpbf16ps" if name.endswith("_vdp") else "fma" for name in ENTRY_BODIES}
 #: Entry point on the FMA engine -> the same entry on another engine.
-ENGINE_ENTRIES = {("gemm_pairs_bf16", "vdpbf16ps"): "gemm_pairs_bf16_vdp"}
+ENGINE_ENTRIES = {
+    ("gemm_pairs_bf16", "vdpbf16ps"): "gemm_pairs_bf16_vdp",
+    ("gemm_dot_bf16", "vdpbf16ps"): "gemm_dot_bf16_vdp",
+}
 
 
 def work_bytes(name: str, nC: int, M: int, N: int, kc: int, nthr: int, engine: str = "fma") -> int:
@@ -828,11 +861,12 @@ def fast_body(name: str, engine: str = "fma"):
     (``name``: a value of :data:`ENTRY_BODIES`; ``engine``: one of :data:`ENGINES`), built
     afresh for reading its code or timing it alone; ``kind`` is ``"float"`` (``body(A, a_off,
     lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps, npairs)``), ``"chain"`` (the same with A
-    and B as uint32 chain dwords: ``bodies.chain_body``) or ``"int"`` (no ``npairs``)."""
+    and B as uint32 dwords: ``bodies.vdp_body``) or ``"int"`` (no ``npairs``)."""
     body = _P.body(name)
     if engine == "vdpbf16ps":
-        assert name == "pairs_bf16", name
-        return body, bodies.chain_body(body.rows, body.cols, body.width, CHAIN_UNROLL), "chain"
+        assert name in ("pairs_bf16", "dot"), name
+        kind = "dot" if name == "dot" else "pairs"
+        return body, bodies.vdp_body(kind, body.rows, body.cols, body.width, CHAIN_UNROLL), "chain"
     if name == "quads":
         return body, bodies.int_body(_P.int_kind, body.rows, body.cols, body.width, 0), "int"
     kind = "dot" if name == "dot" else "pairs"
@@ -841,7 +875,15 @@ def fast_body(name: str, engine: str = "fma"):
     return body, fast, "float"
 
 
-ENTRY_POINTS = (gemm_pairs_bf16, gemm_pairs_fp16, gemm_dot_bf16, gemm_quads, gemm_pairs_bf16_vdp)
+ENTRY_POINTS = (gemm_pairs_bf16, gemm_pairs_fp16, gemm_dot_bf16, gemm_quads, gemm_pairs_bf16_vdp, gemm_dot_bf16_vdp)
 DEPENDENCIES = (bodies, exact, rounding, targets, families, vector)
-for _fn in ENTRY_POINTS + (pack_a_float, pack_a_chains, exact_step, _flush_add, pack_a_bytes, pack_a_words):
+for _fn in ENTRY_POINTS + (
+    pack_a_float,
+    pack_a_chains,
+    pack_a_pairs,
+    exact_step,
+    _flush_add,
+    pack_a_bytes,
+    pack_a_words,
+):
     stamp_with_dependencies(_fn, DEPENDENCIES)

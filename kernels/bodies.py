@@ -546,33 +546,42 @@ def _vdpbf16ps(builder, width):
     return call
 
 
-def chain_body(rows: int, cols: int, width: int, unroll: int = 2):
-    """The fast TDPBF16PS body on VDPBF16PS: intrinsic ``body(A, a_off, lda, B, b_off, b_tile,
-    b_step, C, c_off, ldc, nsteps, npairs) -> int64`` with the float bodies' contract, for
-    ``nsteps`` whole steps (``npairs`` ignored).
+def vdp_body(kind: str, rows: int, cols: int, width: int, unroll: int = 2):
+    """A fast body on VDPBF16PS: intrinsic ``body(A, a_off, lda, B, b_off, b_tile, b_step, C,
+    c_off, ldc, nsteps, npairs) -> int64`` with the float bodies' contract, for ``nsteps`` whole
+    steps (``npairs`` ignored), A and B as uint32 dwords of two BF16 values:
+    ``A[a_off + r*lda + s*16 + d]`` is dword ``d`` of step ``s`` of row ``r``, broadcast, and
+    ``B[b_off + s*b_step + t*b_tile + d*16 + n]`` the same dword of column ``n`` of tile ``t``.
 
     VDPBF16PS runs ``fma32`` on its dword's high element and then on its low one, with DAZ/FTZ
-    and RNE (``docs/vdpbf16ps.md``). So a dword holding ``x[k]`` high and ``x[k + 2]`` low
-    advances TDPBF16PS's ``e`` chain (even k) or ``o`` chain (odd k) by two of its steps at
-    once, bit for bit where no result is tiny, which the driver's proof guarantees for the
-    blocks it runs here (as for the FMA body: DAZ/FTZ never act there). Operands, as uint32:
+    and RNE (``docs/vdpbf16ps.md``); the driver runs a fast body only on blocks where no result
+    is tiny, so DAZ/FTZ never act here, as for the FMA bodies.
 
-    - ``A``: ``a_off + r*lda + s*16 + d``: step ``s``'s chain dwords of row ``r``
-      (``chain_dwords``), the 8 ``e`` dwords then the 8 ``o`` dwords;
-    - ``B``: ``b_off + s*b_step + t*b_tile + d*16 + n``: the same dwords of column ``n`` of tile
-      ``t`` (``chain_pack_b``).
+    - ``kind="pairs"`` (TDPBF16PS): a dword holding ``x[k]`` high and ``x[k + 2]`` low advances
+      the ``e`` chain (even k) or the ``o`` chain (odd k) by two of its steps at once. Dwords 0-7
+      of a step are ``e``'s, 8-15 ``o``'s (``chain_pack_b``, ``blocked.pack_a_chains``); per C
+      element ``e``/``o`` start from +0, take 8 VDPBF16PS each, and ``C = add32(C, add32(e, o))``
+      as the FMA body adds. A short last step's padding pairs are +0 in A, and a chain from +0
+      is never -0, so they change nothing, as in the FMA body.
+    - ``kind="dot"`` (VDPBF16PS itself): the dwords are the pairs, A's as ``blocked.pack_a_pairs``
+      makes them and B's as packed; one chain per C element, through C, 16 VDPBF16PS per step in
+      pair order.
 
-    Per C element: ``e``/``o`` from +0, 8 VDPBF16PS each, then ``C = add32(C, add32(e, o))`` as
-    the FMA body adds. A short last step's padding pairs are +0 in A, and a chain from +0 is
-    never -0, so they change nothing, as in the FMA body. ``unroll``: dwords of each chain per
-    iteration of the loop over a step (a divisor of 8).
+    C stays in registers over the call's steps and is stored once: its rows are a row of tiles
+    apart (the same L1 sets where N is a power of two), and storing and reloading them each step
+    held the TDPBF16PS body to 165 of its 230 GFLOP/s on Zen 4 with N = 2048. ``unroll``: dwords
+    of each chain per iteration of the loop over a step (a divisor of 8).
     """
-    assert CHAIN_DWORDS % unroll == 0
+    assert kind in ("pairs", "dot") and CHAIN_DWORDS % unroll == 0
     tiles, parts = _layout(cols, width)
     nv = tiles * parts
     vt = ir.VectorType(F32, width)
     vi = ir.VectorType(I32, width)
-    slots = [(r, c, x) for r in range(rows) for c in (0, 1) for x in range(nv)]
+    chains = (0, 1) if kind == "pairs" else (0,)
+    slots = [(r, c, x) for r in range(rows) for c in chains for x in range(nv)]
+    per_chain = CHAIN_DWORDS if kind == "pairs" else PAIRS  # dwords of one chain in a step
+    trips = per_chain // unroll if kind == "pairs" else PAIRS // (2 * unroll)
+    per_trip = unroll if kind == "pairs" else 2 * unroll
 
     @intrinsic
     def body(typingctx, A, a_off, lda, B, b_off, b_tile, b_step, C, c_off, ldc, nsteps, npairs):
@@ -583,7 +592,6 @@ def chain_body(rows: int, cols: int, width: int, unroll: int = 2):
             ap, bp, cp = (_data(context, builder, signature.args[i], args[i]) for i in (0, 3, 7))
             dp = _vdpbf16ps(builder, width)
             zero = ir.Constant(vt, [0.0] * width)
-
             coff = [
                 builder.add(builder.add(c_off_, builder.mul(ldc_, _c64(r))), _c64(TILE * t + width * v))
                 for r in range(rows)
@@ -597,11 +605,11 @@ def chain_body(rows: int, cols: int, width: int, unroll: int = 2):
                 arow = [builder.add(a_step, builder.mul(lda_, _c64(r))) for r in range(rows)]
                 tb = [builder.add(b_step0, builder.mul(b_tile_, _c64(t))) for t in range(tiles)]
 
-                def dwords(g, flat):  # ``unroll`` dwords of both chains, every row
+                def dwords(g, flat):  # ``per_trip`` dwords of each chain, every row
                     acc = dict(zip(slots, flat))
-                    for u in range(unroll):
-                        j = builder.add(builder.mul(g, _c64(unroll)), _c64(u))
-                        for c in (0, 1):
+                    for u in range(per_trip):
+                        j = builder.add(builder.mul(g, _c64(per_trip)), _c64(u))
+                        for c in chains:
                             d = builder.add(j, _c64(CHAIN_DWORDS * c))
                             bv = [
                                 _vload(
@@ -623,18 +631,15 @@ def chain_body(rows: int, cols: int, width: int, unroll: int = 2):
                                     acc[(r, c, x)] = dp(acc[(r, c, x)], bv[x], sa)
                     return [acc[s] for s in slots]
 
-                flat = ir_loop(builder, CHAIN_DWORDS // unroll, dwords, [zero] * len(slots))
-                acc = dict(zip(slots, flat))
-                # add32(C, add32(e, o)), C held in registers from step to step
-                return [
+                if kind == "dot":  # the chain runs through C
+                    return ir_loop(builder, trips, dwords, list(cvals))
+                acc = dict(zip(slots, ir_loop(builder, trips, dwords, [zero] * len(slots))))
+                return [  # add32(C, add32(e, o))
                     builder.fadd(cvals[r * nv + x], builder.fadd(acc[(r, 0, x)], acc[(r, 1, x)]))
                     for r in range(rows)
                     for x in range(nv)
                 ]
 
-            # C stays in registers over all the steps: stored once, its rows (a row of tiles
-            # apart, the same L1 sets where N is a power of two) are not written and read back
-            # each step (measured on Zen 4: 165 against 230 GFLOP/s with N = 2048 and C in L2)
             cvals = ir_loop(builder, nsteps_, step, [_vload(builder, cp, o, vt) for o in coff])
             for o, v in zip(coff, cvals):
                 _vstore(builder, v, cp, o)
@@ -649,7 +654,7 @@ def chain_body(rows: int, cols: int, width: int, unroll: int = 2):
 def chain_pack_b(typingctx, B, b_off, b_tile, b_step, D, nsteps, ntiles):
     """``chain_pack_b(B, b_off, b_tile, b_step, D, nsteps, ntiles)``: the packed BF16 pair blocks
     of ``nsteps`` steps and ``ntiles`` tiles (tile ``t`` of step ``s`` at ``b_off + t*b_tile +
-    s*b_step``, pair ``p`` of column ``n`` at ``+ 16*p + n``) rewritten as :func:`chain_body`'s
+    s*b_step``, pair ``p`` of column ``n`` at ``+ 16*p + n``) rewritten as :func:`vdp_body`'s
     chain dwords into ``D``: ``(t*nsteps + s)*256 + d*16 + n``, each tile's steps together, so
     that a body reads its panel's B as one stream (steps 1 KiB apart, not a row of tiles apart:
     measured on Zen 4, the strided order stalled the VDPBF16PS body on B at n = 2048).

@@ -166,13 +166,14 @@ def test_cross_target_bodies_stay_in_registers(cpu):
         ("hf8", "2x2", "amx"),
     ]
     # where the CPU has an engine beyond FMA for the BF16 body, the FMA body too (tests force it)
-    fma = [("bf16", "2x2", "amx", None, "fma")] if targets.engines(frozenset(inspect.TARGETS[cpu].split(","))) else []
+    fma = [("bf16", "2x2", isa, None, "fma") for isa in ("amx", "avx512")]
+    fma = fma if targets.engines(frozenset(inspect.TARGETS[cpu].split(","))) else []
     reports = inspect.vector_reports([(d, "2x2", i) for d, i in KERNELS] + fma + ace, cpu=cpu)
     fma_reports = reports[len(KERNELS) : len(KERNELS) + len(fma)]
     mx, *binary32 = reports[len(KERNELS) + len(fma) :]
     del reports[len(KERNELS) :]
-    for r in fma_reports:
-        assert f"tdpbf16ps-2x2-f32pairs-{entry.pairs_bf16}-{entry.name} (blocked)" in r.body, r.body
+    for r, want in zip(fma_reports, (f"tdpbf16ps-2x2-f32pairs-{entry.pairs_bf16}", f"vdpbf16ps-2x2-vdp-{entry.dot}")):
+        assert f"{want}-{entry.name} (blocked)" in r.body, r.body
         assert r.vectorized and r.vector_fma > 0 and r.int_dot == 0, r
         check_spills(r.loop_spills, r.spill_budget, r.body, cpu)
     assert "-ace_mx-" in mx.body and "-ace_mx32c-" in binary32[0].body, (mx.body, binary32[0].body)
@@ -184,8 +185,8 @@ def test_cross_target_bodies_stay_in_registers(cpu):
     for (dtype, isa), r in zip(KERNELS, reports):
         assert r.cpu == cpu and f"-{entry.name} (blocked)" in r.body, r.body
         assert r.vectorized and r.scalar_fma == 0, (dtype, isa, r)
-        if (dtype, isa) == ("bf16", "amx"):  # the engine the CPU has: TDPBF16PS on VDPBF16PS
-            assert ("-f32pairs-vdpbf16ps-" in r.body) == bool(fma), r.body
+        if dtype == "bf16":  # the engine the CPU has: TDPBF16PS and VDPBF16PS on VDPBF16PS
+            assert ("-vdpbf16ps-" in r.body) == bool(fma), r.body
             assert (r.int_dot > 0 and r.vector_fma == 0) == bool(fma), r
         assert r.spill_budget is not None, (dtype, isa, r.body)
         check_spills(r.loop_spills, r.spill_budget, r.body, cpu)

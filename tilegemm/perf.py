@@ -223,7 +223,7 @@ def body_report(report: Callable[[str], None] = print, steps: int = 8) -> list[B
     report(f"# bodies alone (operands in L1), {entry.name}: {units}, {clock}")
     out = []
     cases = [(name, "fma") for name in ("pairs_bf16", "pairs_fp16", "dot", "quads")]
-    cases += [("pairs_bf16", e) for e in targets.engines()]
+    cases += [(name, e) for e in targets.engines() for name in ("pairs_bf16", "dot")]
     for name, engine in cases:
         body, fn, kind = blocked.fast_body(name, engine)
         rows, cols = body.rows, body.cols

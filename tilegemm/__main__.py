@@ -238,10 +238,10 @@ def info(out=None) -> int:
     print(f"\nkernels on this host (LLVM CPU {cpu}, {where}; target class {cls})", file=out)
     if row is not None:
         have = targets.engines()
-        lacks = {e: ", ".join(sorted(n - targets.target_features())) for e, n in targets.ENGINE_NEEDS.items()}
+        need = {e: ", ".join(sorted(n - targets.target_features())) for e, n in targets.ENGINE_NEEDS.items()}
         runs = have[0] if have else "fma"
-        engines = ", ".join(["fma"] + [e if e in have else f"no {e} (needs {lacks[e]})" for e in lacks])
-        print(f"  engines of the TDPBF16PS body: {engines}; {runs} runs", file=out)
+        engines = ", ".join(["fma"] + [e if e in have else f"no {e} (needs {need[e]})" for e in need])
+        print(f"  engines of the BF16 bodies (TDPBF16PS, VDPBF16PS): {engines}; {runs} runs", file=out)
     listed = set()  # a kernel several profiles run (VPDPBUSD: avx512_vnni and ace) is listed once
     for fam in dispatch.FAMILIES.values():
         for isa, profile in PROFILES.items():

@@ -109,7 +109,9 @@ def test_info_lists_the_records(capsys):
     runs = "vdpbf16ps" if "vdpbf16ps" in targets.engines() else "fma"
     if targets.plan() is not None:
         line = kernels.pop(0)
-        assert line.startswith("  engines of the BF16 bodies (TDPBF16PS, VDPBF16PS): fma, ") and line.endswith(f"; {runs} runs"), line
+        assert line.startswith("  engines of the BF16 bodies (TDPBF16PS, VDPBF16PS): fma, ") and line.endswith(
+            f"; {runs} runs"
+        ), line
         assert ("no vdpbf16ps (needs " in line) == (runs == "fma"), line
         bf16 = dispatch.lookup("amx", "bf16", "2x2").name
         assert f"\n  {bf16} " in out and ("-f32pairs-vdpbf16ps-" in bf16) == (runs == "vdpbf16ps"), bf16

@@ -49,10 +49,15 @@ from ._cache import closure_jit, stamp_with_dependencies
 from .bodies import BSRC_BF16, BSRC_FP16
 from .exact import add32, fma32
 from .rounding import bf16_to_f32_daz, bits_f32, f32_bits, f32_round_fp16, f32_to_bf16, fp16_to_f32
+from .vector import fetch_add
 
 TILE = 16  # columns of a tile
 PAIRS = 16  # pairs (quads) per K step
 MC = 96  # rows of A packed per block
+#: Jobs per thread where a call runs on several: threads take the next job as they finish one,
+#: so a thread whose core is shared with other work takes fewer (with one job per thread, such a
+#: call waited for the slowed thread's half of the work: a third of the speed of one thread).
+JOBS_PER_THREAD = 4
 #: Chain dwords per iteration of the VDPBF16PS engine's loop over a step (of 8 per chain).
 CHAIN_UNROLL = 2
 #: The engines a float body can run TDPBF16PS's chains on (``_fast_bodies``).
@@ -228,14 +233,32 @@ def _flush_add(C, c_off, ldc, S, lds, rows, cols):
 
 @njit(inline="always")
 def _split(nthr, nC, M, N, R, NR):
-    """Jobs per C matrix along M and along N: about one per thread, rows first. (The thread count
-    is an argument: calling ``numba.get_num_threads`` here would keep the entry out of the cache.)"""
-    if nC >= nthr:
+    """Jobs per C matrix along M and along N: one on one thread; else about :data:`JOBS_PER_THREAD`
+    per thread, rows first, which the threads take as they finish (:func:`_job`). (The thread
+    count is an argument: calling ``numba.get_num_threads`` here would keep the entry out of the
+    cache.)"""
+    if nthr <= 1 or nC >= nthr * JOBS_PER_THREAD:
         return 1, 1
-    want = -(-nthr // nC)
+    want = -(-nthr * JOBS_PER_THREAD // nC)
     rsplit = min(-(-M // R), want)
     csplit = min(-(-N // NR), -(-want // rsplit))
     return rsplit, csplit
+
+
+@njit(inline="always")
+def _job(jb, rsplit, csplit, M, N, R, NR):
+    """``(ci, i0, i1, j0, j1)``: job ``jb``'s C matrix and block of it (strips of R rows and
+    panels of NR columns shared out evenly)."""
+    strips = -(-M // R)
+    panels = -(-N // NR)
+    ci = jb // (rsplit * csplit)
+    rj = (jb // csplit) % rsplit
+    cj = jb % csplit
+    i0 = (rj * strips // rsplit) * R
+    i1 = min(M, ((rj + 1) * strips // rsplit) * R)
+    j0 = (cj * panels // csplit) * NR
+    j1 = min(N, ((cj + 1) * panels // csplit) * NR)
+    return ci, i0, i1, j0, j1
 
 
 def _fast_bodies(kind, fp16, body, engine):
@@ -504,41 +527,37 @@ def _float_driver(dot, fp16, body, engine="fma"):
         Bf = B.reshape(B.size)
         rsplit, csplit = _split(nthr, nC, M, N, R, NR)
         njobs = nC * rsplit * csplit
-        strips = -(-M // R)
-        panels = -(-N // NR)
         st = np.zeros((njobs, len(PATHS)), np.int64)
-        for jb in prange(njobs):
-            ci = jb // (rsplit * csplit)
-            rj = (jb // csplit) % rsplit
-            cj = jb % csplit
-            i0 = (rj * strips // rsplit) * R
-            i1 = min(M, ((rj + 1) * strips // rsplit) * R)
-            j0 = (cj * panels // csplit) * NR
-            j1 = min(N, ((cj + 1) * panels // csplit) * NR)
-            if i0 < i1 and j0 < j1:
-                job(
-                    A,
-                    a_f32,
-                    ia[ci],
-                    a_k0,
-                    Bf,
-                    ib[ci],
-                    KBt,
-                    NB,
-                    bexp,
-                    C,
-                    ci,
-                    k,
-                    kc,
-                    i0,
-                    i1,
-                    j0,
-                    j1,
-                    force,
-                    c_dirty,
-                    one_row,
-                    st[jb],
-                )
+        taken = np.zeros(1, np.int64)
+        for _ in prange(min(nthr, njobs)):  # one worker per thread, taking jobs until none is left
+            jb = fetch_add(taken, 0, 1)
+            while jb < njobs:
+                ci, i0, i1, j0, j1 = _job(jb, rsplit, csplit, M, N, R, NR)
+                if i0 < i1 and j0 < j1:
+                    job(
+                        A,
+                        a_f32,
+                        ia[ci],
+                        a_k0,
+                        Bf,
+                        ib[ci],
+                        KBt,
+                        NB,
+                        bexp,
+                        C,
+                        ci,
+                        k,
+                        kc,
+                        i0,
+                        i1,
+                        j0,
+                        j1,
+                        force,
+                        c_dirty,
+                        one_row,
+                        st[jb],
+                    )
+                jb = fetch_add(taken, 0, 1)
         out = np.zeros(len(PATHS), np.int64)
         for jb in range(njobs):
             for p in range(len(PATHS)):
@@ -650,7 +669,9 @@ def _int_job(body):
         else:
             main1(A, a_off, lda, Bf, b_off, b_tile, b_step, T, t_off, ldt, ks)
 
-    @njit(inline="always")
+    # A function of its own, as the float job: a job's buffers are freed when it returns, before
+    # the thread takes its next job
+    @closure_jit(f"int_{_P.int_kind}_{R}x{NR}x{W}")
     def job(A, a_signed, ai, a_k0, Bf, b_signed, bi, KBt, NB, colsum, C, ci, k, kc, i0, i1, j0, j1, one_row):
         M, N = C.shape[1], C.shape[2]
         Cf = C.reshape(C.size)
@@ -773,38 +794,35 @@ def _int_driver(body):
         KBt, NB = B.shape[1], B.shape[2]
         Bf = B.reshape(B.size)
         rsplit, csplit = _split(nthr, nC, M, N, R, NR)
-        strips = -(-M // R)
-        panels = -(-N // NR)
-        for jb in prange(nC * rsplit * csplit):
-            ci = jb // (rsplit * csplit)
-            rj = (jb // csplit) % rsplit
-            cj = jb % csplit
-            i0 = (rj * strips // rsplit) * R
-            i1 = min(M, ((rj + 1) * strips // rsplit) * R)
-            j0 = (cj * panels // csplit) * NR
-            j1 = min(N, ((cj + 1) * panels // csplit) * NR)
-            if i0 < i1 and j0 < j1:
-                job(
-                    A,
-                    a_signed,
-                    ia[ci],
-                    a_k0,
-                    Bf,
-                    b_signed,
-                    ib[ci],
-                    KBt,
-                    NB,
-                    colsum,
-                    C,
-                    ci,
-                    k,
-                    kc,
-                    i0,
-                    i1,
-                    j0,
-                    j1,
-                    one_row,
-                )
+        njobs = nC * rsplit * csplit
+        taken = np.zeros(1, np.int64)
+        for _ in prange(min(nthr, njobs)):  # as the float driver
+            jb = fetch_add(taken, 0, 1)
+            while jb < njobs:
+                ci, i0, i1, j0, j1 = _job(jb, rsplit, csplit, M, N, R, NR)
+                if i0 < i1 and j0 < j1:
+                    job(
+                        A,
+                        a_signed,
+                        ia[ci],
+                        a_k0,
+                        Bf,
+                        b_signed,
+                        ib[ci],
+                        KBt,
+                        NB,
+                        colsum,
+                        C,
+                        ci,
+                        k,
+                        kc,
+                        i0,
+                        i1,
+                        j0,
+                        j1,
+                        one_row,
+                    )
+                jb = fetch_add(taken, 0, 1)
 
     return driver
 
@@ -853,7 +871,8 @@ def work_bytes(name: str, nC: int, M: int, N: int, kc: int, nthr: int, engine: s
     if engine == "vdpbf16ps":
         fixed += 4 * (rows * kc * bodies.CHAIN_ROW + kc * max(1, NR // TILE) * 256)
     dirty = nC * (-(-M // R) + rsplit) * (-(-N // NR) + csplit)
-    return jobs * fixed + dirty + jobs * len(PATHS) * 8
+    # a thread holds one job's buffers at a time (a job frees them when it returns)
+    return min(jobs, max(1, nthr)) * fixed + dirty + jobs * len(PATHS) * 8 + 8
 
 
 def fast_body(name: str, engine: str = "fma"):

@@ -261,3 +261,19 @@ def ir_loop(builder, trips, step, init: list) -> list:
     builder.cbranch(builder.icmp_unsigned("<", t1, n), loop, done)
     builder.position_at_end(done)
     return out
+
+
+@intrinsic
+def fetch_add(typingctx, arr, i, v):
+    """``fetch_add(arr, i, v)``: atomically ``old = arr[i]; arr[i] += v``, returning ``old``
+    (``arr`` an int64 array): the job counter the threads of a driver share."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64):
+        return None
+    sig = types.int64(arr, i, v)
+
+    def codegen(context, builder, signature, args):
+        ptr = builder.gep(_data(context, builder, signature.args[0], args[0]), [args[1]])
+        val = context.cast(builder, args[2], signature.args[2], types.int64)
+        return builder.atomic_rmw("add", ptr, val, "seq_cst")
+
+    return sig, codegen

@@ -3,6 +3,10 @@ threads small and large calls run on."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 import tracemalloc
 
 import numba
@@ -122,6 +126,7 @@ def test_slabs_are_deep_enough_and_no_larger_than_b():
 
 def test_small_calls_run_on_one_thread(monkeypatch):
     monkeypatch.setattr(plan, "_busy", lambda: False)
+    monkeypatch.setattr(plan, "free_cores", lambda: 64)  # every core free
     assert plan.threads_for(plan.SERIAL_BELOW - 1, None) == 1
     assert plan.threads_for(plan.SERIAL_BELOW, None) is None
     assert plan.threads_for(10, 2) == 2  # the caller's choice wins
@@ -131,8 +136,56 @@ def test_small_calls_run_on_one_thread(monkeypatch):
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba is limited to one thread here")
+def test_large_calls_leave_the_cores_other_processes_use(monkeypatch):
+    """Beside other processes' running threads a large call takes only the cores they leave free
+    (one at least); the caller's choice still wins."""
+    monkeypatch.setattr(plan, "_busy", lambda: False)
+    threads = numba.get_num_threads()
+    monkeypatch.setattr(plan, "free_cores", lambda: threads - 1)
+    assert plan.threads_for(plan.SERIAL_BELOW, None) == max(1, threads - 1)
+    assert plan.threads_for(plan.SERIAL_BELOW, 2) == 2
+    monkeypatch.setattr(plan, "free_cores", lambda: 1)
+    assert plan.threads_for(1 << 40, None) == 1
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="reads Linux's /proc")
+def test_a_spinning_process_takes_a_core(monkeypatch):
+    """A process spinning on a core is counted among the others' running threads, and this
+    process's own threads never are; the count is kept for ``FREE_CORES_TTL`` seconds."""
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        assert plan._others_running() >= 1
+        monkeypatch.setattr(plan, "_free_seen", (-1.0, 0))
+        assert plan.free_cores() <= max(1, plan._cores() - 1)
+    finally:
+        spin.kill()
+        spin.wait()
+    seen = plan._free_seen
+    assert plan.free_cores() == seen[1]  # within the TTL: the same count, not read again
+    monkeypatch.setattr(plan, "_free_seen", (-1.0, 0))
+    assert 1 <= plan.free_cores() <= plan._cores()
+    assert plan._own_running() >= 1  # this thread, reading
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba is limited to one thread here")
+def test_dynamic_jobs_cover_c_once(monkeypatch):
+    """On several threads a call is cut into about JOBS_PER_THREAD jobs per thread, which the
+    threads take as they finish; every element of C is computed once, with the bits of one
+    thread, for each float driver and the INT8 one."""
+    rng = np.random.default_rng(5)
+    for dtype in ("bf16", "fp16", "s8s8"):
+        a, b = operands(dtype, (3, 203, 100), (100, 77), rng)
+        one = tilegemm.matmul(a, b, dtype, threads=1)
+        assert_bits(tilegemm.matmul(a, b, dtype, threads=2), one, dtype)
+    assert blocked._split(2, 1, 1024, 1024, 8, 16) == (blocked.JOBS_PER_THREAD * 2, 1)
+    assert blocked._split(1, 1, 1024, 1024, 8, 16) == (1, 1)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba is limited to one thread here")
 def test_calls_run_on_the_planned_threads(monkeypatch):
     monkeypatch.setattr(plan, "_busy", lambda: False)
+    monkeypatch.setattr(plan, "free_cores", lambda: 64)
     rng = np.random.default_rng(3)
     small = operands("bf16", (64, 64), (64, 64), rng)
     big = operands("bf16", (512, 512), (512, 256), rng)  # 2^26 multiply-adds

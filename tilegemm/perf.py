@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -92,6 +92,19 @@ def _values(dtype: str, shape: tuple[int, int], rng: np.random.Generator, isa: s
     instr = resolve(isa, dtype)[2]
     x = instr.a.sample(shape, rng)
     return instr.a.decode(instr.a.to_codes(x, "a", dtype)) if instr.is_float else x
+
+
+@contextlib.contextmanager
+def _spinning() -> Iterator[None]:
+    """Another process spinning on one core inside the block (``python -c "while True: pass"``),
+    running before the block starts."""
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        spin.kill()
+        spin.wait()
 
 
 def _ran_of(f: Callable) -> str:
@@ -574,6 +587,15 @@ def speed_targets(sizes=(1024, 2048), repeats=7, report: Callable[[str], None] =
         with _one_thread_blas():
             r, s = median_ratio(lambda: matmul(a, p, threads=2), lambda: matmul(a, p, threads=1), repeats)
         add(f"BF16 n={n}: 2 threads vs 1", r, ">= 1.8", r >= 1.8, s)
+        # beside another process's busy thread, the default thread count (plan.threads_for)
+        # against one thread
+        n = min(sizes)
+        a, b = _values("bf16", (n, n), rng), _values("bf16", (n, n), rng)
+        p = pack(b, "bf16")
+        with _one_thread_blas(), _spinning():
+            r, s = median_ratio(lambda: matmul(a, p), lambda: matmul(a, p, threads=1), repeats)
+            ran = _ran_of(lambda: matmul(a, p))
+        add(f"BF16 n={n}, one core busy: default threads vs threads=1", r, ">= 0.95", r >= 0.95, s, ran)
     else:
         report("n/a  2 threads vs 1: Numba is limited to one thread here (NUMBA_NUM_THREADS)")
     for what, shape, packed in (

@@ -260,6 +260,14 @@ def test_the_engine_is_chosen_named_and_forced():
         with plan.forced_engine("fma"):
             assert kern.engine == "fma" and kern.blocked_name == "gemm_pairs_bf16"
         assert kern.engine == best
+    # a matrix-vector product runs on FMA (rewriting B for one row costs more than VDPBF16PS saves)
+    a, b = operands("bf16", (2, 64), (64, 40), np.random.default_rng(10))
+    with plan.forced_engine(None), plan.recording() as r:
+        tilegemm.matmul(a[:1], b, "bf16")
+        tilegemm.matmul(a, b, "bf16")
+        name = kern.name
+    fma_name = name.replace(f"-{best}-", "-")
+    assert r.describe().startswith(f"{fma_name}, {name}" if best != "fma" else name), r.describe()
     with pytest.raises(ValueError, match="engine 'avx' is not one of 'fma', 'vdpbf16ps'"):
         with plan.forced_engine("avx"):
             pass

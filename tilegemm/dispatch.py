@@ -130,6 +130,9 @@ class Kernel:
     family: Family
     rows: int
     cols: int
+    #: The engine this kernel runs on whatever is forced or fastest, where it has it (a call that
+    #: knows better for its shape: ``tilegemm.api``'s matrix-vector products pin ``"fma"``).
+    pinned_engine: str | None = None
 
     @functools.cached_property
     def _blocked_fma(self) -> str | None:
@@ -152,7 +155,7 @@ class Kernel:
         base = self._blocked_fma
         if base is None:
             return None
-        return blocked.ENGINE_ENTRIES.get((base, engine_for(base)), base)
+        return blocked.ENGINE_ENTRIES.get((base, engine_for(base, self.pinned_engine)), base)
 
     @property
     def engine(self) -> str | None:
@@ -231,15 +234,16 @@ class Kernel:
 FORCED_ENGINE: str | None = None
 
 
-def engine_for(entry: str) -> str:
-    """The engine the blocked entry point ``entry`` (its FMA engine's name) runs on: the forced
-    one where it has it, else the first of ``tilegemm.kernels.targets.engines()`` it has (the
-    compile target's, fastest first), else ``"fma"``."""
+def engine_for(entry: str, pinned: str | None = None) -> str:
+    """The engine the blocked entry point ``entry`` (its FMA engine's name) runs on: ``pinned``,
+    else the forced one, where it has it, else the first of ``tilegemm.kernels.targets.engines()``
+    it has (the compile target's, fastest first), else ``"fma"``."""
     from .kernels import blocked, targets
 
     have = [e for e in targets.engines() if (entry, e) in blocked.ENGINE_ENTRIES]
-    if FORCED_ENGINE is not None:
-        return FORCED_ENGINE if FORCED_ENGINE in have else "fma"
+    chosen = pinned if pinned is not None else FORCED_ENGINE
+    if chosen is not None:
+        return chosen if chosen in have else "fma"
     return have[0] if have else "fma"
 
 

@@ -277,13 +277,18 @@ def block_exponents(codes, fp16, out):
                     e = np.int32((rounding.fp16_to_f32(blk[i]) >> np.uint32(23)) & np.uint32(0xFF))
                     lo = min(lo, 255 if (e == 0 or e == 255) else e)
             else:
+                # branch-free, so that it vectorizes (with short-circuit tests it ran an element
+                # at a time: 1.2 ms for a 1024 x 1024 B, a tenth of the BF16 call that packs it)
+                bad = 0
                 for i in range(blk.size):
-                    h = np.uint32(blk[i])
-                    e = np.int32((h >> np.uint32(7)) & np.uint32(0xFF))
-                    den = den or (e == 0 and (h & np.uint32(0x7F)) != 0)
-                    lo = min(lo, 255 if (e == 0 or e == 255) else e)
-            for i in range(blk.size):
-                den = den or (np.uint32(blk[i]) & np.uint32(0x7FFF)) > nan_above
+                    h = np.int32(blk[i])
+                    e = (h >> 7) & 0xFF
+                    bad |= ((e == 0) & ((h & 0x7F) != 0)) | ((h & 0x7FFF) > 0x7F80)
+                    lo = min(lo, e if np.uint32(e - 1) < np.uint32(254) else 255)
+                den = bad != 0
+            if fp16:
+                for i in range(blk.size):
+                    den = den or (np.uint32(blk[i]) & np.uint32(0x7FFF)) > nan_above
             out[b, kb, nb] = -1 if den else lo
 
 

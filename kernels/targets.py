@@ -322,8 +322,17 @@ def engines(features: set[str] | frozenset[str] | None = None) -> tuple[str, ...
     """The engines of :data:`ENGINE_NEEDS` the compile target (or a target with ``features``)
     has, fastest first; ``"fma"``, which every target with a table row has, is left out. An
     engine also needs a row whose BF16 body is 16 lanes wide."""
-    have = _target()[1] if features is None else features
-    row = entry_for(_target()[0] if features is None else "", have)
+    return _target_engines() if features is None else _engines_of("", features)
+
+
+@functools.cache
+def _target_engines() -> tuple[str, ...]:
+    """:func:`engines` of the compile target, asked several times per call; the target is fixed."""
+    return _engines_of(*_target())
+
+
+def _engines_of(cpu: str, have: set[str] | frozenset[str]) -> tuple[str, ...]:
+    row = entry_for(cpu, have)
     if row is None or row.pairs_bf16.width != 16:
         return ()
     return tuple(e for e, need in ENGINE_NEEDS.items() if need <= have)

@@ -125,12 +125,12 @@ _TOP2_SDE, _TOP2_SPEC, _TOP2_RS, _TOP2_GCC = 0, 1, 2, 3  # ace_top2bf16 indices
 # -- binary32 as bits ------------------------------------------------------------------------------
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def is_nan(u):
     return (u & _EXP) == _EXP and (u & _MANT) != 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def f32_value(u):
     """The exact binary64 value of binary32 bits, made with integer operations only (a denormal
     is converted without an FPU conversion a caller's DAZ could flush). NaN bits give a NaN."""
@@ -145,20 +145,20 @@ def f32_value(u):
     return -v if neg else v
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def daz_bits(u):
     """DAZ on bits: a denormal becomes a zero of its sign."""
     return u & _SIGN if (u & _EXP) == 0 else u
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def ftz_bits(s, t):
     """Bits of the binary32 of the exact ``s + t``: RNE at 24 bits, then a magnitude below 2^-126
     flushed to zero (``exact.round_ftz``)."""
     return f32_bits(round_ftz(s, t))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def ieee_bits(s, t):
     """Bits of the IEEE binary32 nearest to the exact ``s + t`` (ties to even), denormals kept: below
     2^-126 the grid is 2^-149. ``s = fl64(s + t)`` and ``t`` its error (``exact.two_sum``)."""
@@ -176,7 +176,7 @@ def ieee_bits(s, t):
     return sign | np.uint32(n)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _inf_times_zero(x, y):
     return (math.isinf(x) and y == 0.0) or (x == 0.0 and math.isinf(y))
 
@@ -255,7 +255,7 @@ def _mx_step(A, a, B, b, c, nan_result, dst_indef):
     return f32_bits(add32(f32_value(daz_bits(c)), s))  # +Inf with -Inf: add32's default NaN
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def ace_mx_exact(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
     """``nsteps`` MX outer products, exactly as defined, for ``mr`` x ``nc`` outputs."""
     # the last two switches of every MX record: ace_e8m0_nan_result, ace_dst_nan
@@ -313,7 +313,7 @@ def _top2_step(regs, reading):
     return regs[4]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def ace_bf16_exact(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
     """``nsteps`` TOP2BF16PS steps, one binary32 operation at a time, for ``mr`` x ``nc`` outputs."""
     reading = codes[0]
@@ -645,22 +645,22 @@ mx32c_body = mx32c_tile_rows(_MX32C.rows, _MX32C.width)  # run by the row-of-sup
 mx32c_fast = steps_rows(mx32c_body, _MX32C.rows)
 
 
-@njit(inline="always")
+@njit
 def ace_mx_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _mx_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)
 
 
-@njit(inline="always")
+@njit
 def ace_mx32_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _mx32_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)
 
 
-@njit(inline="always")
+@njit
 def ace_mx32c_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
     mx32c_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)
 
 
-@njit(inline="always")
+@njit
 def ace_bf16_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch, codes):
     if codes[0] == _TOP2_SDE:
         _bf16_fast(A, a_off, lda, mr, nsteps, B, b_off, C, c_off, ldc, nc, scratch)

@@ -46,7 +46,7 @@ _NOTRANS_ROWS = 4
 _TRANSA_COLS = 8
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def r32(s):
     """The binary32 value nearest ``s`` (ties to even, gradual underflow), as a float64."""
     r = np.float64(np.float32(s))
@@ -54,7 +54,7 @@ def r32(s):
     return tiny if abs(s) < _MIN_NORMAL else r
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def mul_add(acc, a, b):
     """``round32(acc + round32(a * b))``: the unfused step (``a * b`` is exact in binary64)."""
     return r32(acc + r32(a * b))
@@ -95,7 +95,7 @@ def notrans(A, B, V, out):
                 out[b, i0 + i, j0 + j] = np.float32(s)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _lanes(v, o):
     """The horizontal sum of the 8 lanes ``v[o:o + 8]``: ``h[i] = v[i] + v[i + 4]``, then
     ``(h0 + h2) + (h1 + h3)``."""

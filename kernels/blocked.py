@@ -80,7 +80,7 @@ PLAN = targets.plan()
 _P = PLAN if PLAN is not None else targets.TABLE[0]
 
 
-@njit(inline="always")
+@njit
 def _exponent(bits):
     """Biased exponent of binary32 bits, NO_VALUE for zeros, denormals and infinities, A_NAN for
     a NaN (below every exponent, so that the smallest marks the rows)."""
@@ -90,7 +90,7 @@ def _exponent(bits):
     return np.int32(NO_VALUE) if (e == 0 or e == 255) else e
 
 
-@njit(inline="always")
+@njit
 def _ftz(x):
     """A binary32 denormal -> a zero of its sign (on the bits; MXCSR plays no part)."""
     b = f32_bits(x)
@@ -99,7 +99,7 @@ def _ftz(x):
     return x
 
 
-@njit(inline="always")
+@njit
 def _b_value(d, j, fp16):
     """Element ``j`` (0 even, 1 odd) of a packed pair dword as binary32, read as the instruction
     reads it (BF16 with DAZ; FP16 exactly)."""
@@ -231,7 +231,7 @@ def _flush_add(C, c_off, ldc, S, lds, rows, cols):
             C[c] = exact.nan_add32(x, y) if s != s else _ftz(s)
 
 
-@njit(inline="always")
+@njit
 def _split(nthr, nC, M, N, R, NR):
     """Jobs per C matrix along M and along N: one on one thread; else about :data:`JOBS_PER_THREAD`
     per thread, rows first, which the threads take as they finish (:func:`_job`). (The thread
@@ -245,7 +245,7 @@ def _split(nthr, nC, M, N, R, NR):
     return rsplit, csplit
 
 
-@njit(inline="always")
+@njit
 def _job(jb, rsplit, csplit, M, N, R, NR):
     """``(ci, i0, i1, j0, j1)``: job ``jb``'s C matrix and block of it (strips of R rows and
     panels of NR columns shared out evenly)."""

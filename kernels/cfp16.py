@@ -123,7 +123,7 @@ def _cfp16_output(A, a, B, b, npairs, product_negate, sde_lanes):
     return add32(rl0, rl1), add32(im0, im1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def cfp16_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc, scratch, codes):
     """TCMMRLFP16PS and TCMMIMFP16PS over ``npairs`` complex elements, one rounded binary32
     operation at a time, for ``mr`` x ``nc`` outputs (C already read with DAZ)."""

@@ -39,7 +39,7 @@ _OVERFLOW_EDGE = 2.0**128 - 2.0**103
 _FLT_MAX = float(np.finfo(np.float32).max)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def two_sum(x, y):
     """s = fl64(x + y) and t with x + y = s + t exactly (Knuth's TwoSum)."""
     s = x + y
@@ -48,9 +48,23 @@ def two_sum(x, y):
     return s, t
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def round_ftz(s, t):
-    """The binary32 result of the exact value s + t: RNE, tininess after rounding, FTZ."""
+    """The binary32 result of the exact value s + t: RNE, tininess after rounding, FTZ.
+
+    Small enough for LLVM to inline into each caller's loop: the common case, a normal result
+    that the conversion of ``s`` rounds correctly. The rest is :func:`_round_ftz_edges`, a call."""
+    r = np.float32(s)
+    a = abs(s)
+    if (t == 0.0 or np.float64(r) == s) and _MIN_NORMAL <= a < _OVERFLOW_EDGE:
+        return r
+    return _round_ftz_edges(s, t)
+
+
+@njit(cache=True)
+def _round_ftz_edges(s, t):
+    """:func:`round_ftz` where ``s`` is not finite, the result is tiny or overflows, or ``s``
+    was rounded and may be a tie that ``t`` breaks."""
     if not math.isfinite(s):
         return np.float32(s)
     a = abs(s)
@@ -85,13 +99,13 @@ INDEF_BITS = 0xFFC00000
 QUIET_BIT = 0x00400000
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def quiet(x):
     """The binary32 NaN ``x`` with its quiet bit set, sign and payload kept."""
     return bits_f32(f32_bits(np.float32(x)) | np.uint32(QUIET_BIT))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def nan_fma32(a, b, c):
     """The NaN x86 returns where ``fma32(a, b, c)`` is a NaN: the first of the multiplicands
     ``a``, ``b`` that is a NaN, quieted; else a NaN addend ``c``, quieted, even when ``a * b`` is
@@ -105,7 +119,7 @@ def nan_fma32(a, b, c):
     return bits_f32(np.uint32(INDEF_BITS))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def nan_add32(x, y):
     """The NaN x86 returns where ``add32(x, y)`` is a NaN: the first operand that is a NaN,
     quieted; else (Inf - Inf) the default NaN."""
@@ -116,7 +130,7 @@ def nan_add32(x, y):
     return bits_f32(np.uint32(INDEF_BITS))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fma32(a, b, c):
     """fma32(a, b, c) = round32(a * b + c), one rounding, FTZ (operands already DAZ-read); a
     NaN result as x86 gives it (``nan_fma32``)."""
@@ -127,7 +141,7 @@ def fma32(a, b, c):
     return round_ftz(s, t)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def add32(x, y):
     """add32(x, y) = round32(x + y), FTZ (operands already DAZ-read); a NaN result as x86 gives
     it (``nan_add32``)."""
@@ -143,7 +157,7 @@ def add32(x, y):
 FP8_FINITE, FP8_NAN, FP8_POS_INF, FP8_NEG_INF = 0, 1, 2, 3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fp8_fix(code, ebits, mbits, ieee):
     """``(kind, fix)`` of an 8-bit float code: kind FP8_FINITE, FP8_NAN, FP8_POS_INF or
     FP8_NEG_INF; fix the exact integer value * 2^(bias + mbits - 1) of a finite code (else 0).
@@ -164,7 +178,7 @@ def fp8_fix(code, ebits, mbits, ieee):
     return FP8_FINITE, (-mag if sign else mag)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _bit_length(x):
     """Bits of a non-negative int64 (0 for 0)."""
     n = 0
@@ -175,7 +189,7 @@ def _bit_length(x):
     return n + x
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def round_scaled(hi, lo, e):
     """The binary32 nearest to the exact ``(hi * 2^32 + lo) * 2^e`` (int64 hi and lo, any signs,
     |hi| < 2^62): 24 significant bits, ties to even, unbounded exponent; then a magnitude from

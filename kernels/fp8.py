@@ -395,7 +395,7 @@ def _fp8_output(A, a, B, b, nquads, d, revive, dst_daz):
     return _INDEF if (nan or r != r) else r
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fp8_exact(A, a_off, lda, mr, nquads, B, b_off, C, c_off, ldc, nc, scratch, codes):
     """One TDP*F8PS of ``nquads`` quads, exactly as defined, for ``mr`` x ``nc`` outputs."""
     revive = codes[0] != 0

@@ -85,7 +85,7 @@ def _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
             )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _superblock(
     Af,
     Bf,
@@ -370,7 +370,7 @@ def _drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
     return impl
 
 
-@njit(inline="always")
+@njit
 def _fp8_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block, spare):
     tiles.fp8_steps_body(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, TILE * lda, block)
 
@@ -381,7 +381,7 @@ FP8_ROWS = register_rows("fp8_rows", tiles.FP8Q.rows, FP8_K_CHUNK, _fp8_full_til
 _MXCSR = targets.has_mxcsr()
 
 
-@njit(inline="always")
+@njit
 def _fp8c_full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block, spare):
     if _MXCSR:
         tiles.fp8c_body(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, TILE * lda, block)

@@ -31,7 +31,7 @@ _COLS = 256
 _QNAN = float(np.array([0xFFF8000000000000], np.uint64).view(np.float64)[0])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _fma(acc, x, y):
     """``round32(x * y + acc)``; a NaN result is the first NaN of ``x``, ``y``, ``acc`` (else the
     x86's default NaN, :data:`_QNAN`, that ``inf * 0`` or ``inf - inf`` gives)."""
@@ -47,7 +47,7 @@ def _fma(acc, x, y):
     return r32(s)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _add(x, y):
     """``round32(x + y)``; a NaN result is ``x`` if it is one, else ``y``, else :data:`_QNAN`."""
     s = x + y

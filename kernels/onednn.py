@@ -44,7 +44,7 @@ _MIN_NORMAL_F32 = np.float32(2.0**-126)
 _MAX_F32 = np.float32(np.finfo(np.float32).max)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def decode(bits):
     """binary32 bits -> the float64 of the same value (denormals kept); inf/NaN as float64 too."""
     e = (bits >> 23) & 0xFF
@@ -58,7 +58,7 @@ def decode(bits):
     return -v if (bits & _SIGN) != 0 else v
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def encode(s, t):
     """binary32 bits of the exact value ``s + t`` (``s = fl64(s + t)``, finite, TwoSum's pair):
     round to nearest even with gradual underflow, overflow to infinity."""
@@ -90,7 +90,7 @@ def encode(s, t):
     return sign | (np.uint32(expo) << 23) | (n - np.uint32(1 << 23))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _nan_result(x, y):
     """SSE/AVX NaN propagation: the first NaN operand, quieted."""
     if ((x & 0x7F800000) == 0x7F800000) and (x & 0x7FFFFF) != 0:
@@ -98,12 +98,12 @@ def _nan_result(x, y):
     return y | np.uint32(0x400000)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _is_nan(x):
     return ((x & 0x7F800000) == 0x7F800000) and (x & 0x7FFFFF) != 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def add_bits(x, y):
     """``vaddps`` on one lane: IEEE binary32 ``x + y``, RNE, denormals kept."""
     if _is_nan(x) or _is_nan(y):
@@ -118,7 +118,7 @@ def add_bits(x, y):
     return encode(s, t)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fma_bits(x, y, z):
     """``vfmadd231ps`` on one lane: IEEE binary32 ``x * y + z`` with one rounding, denormals kept.
 
@@ -143,14 +143,14 @@ def fma_bits(x, y, z):
     return encode(s, t)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _normal(bits):
     """Whether binary32 ``bits`` is a normal number (not zero, denormal, infinite or NaN)."""
     e = bits & 0x7F800000
     return e != 0 and e != 0x7F800000
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _plain(bits):
     """Whether binary32 ``bits`` is a zero or a normal number (not denormal, infinite or NaN);
     bitwise operators, not ``and``/``or``, so that the loops vectorise."""

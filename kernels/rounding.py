@@ -87,7 +87,7 @@ def bits_f32(typingctx, x):
     return types.float32(x), codegen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def f32_to_bf16(bits):
     """binary32 bits -> BF16 code, RNE; NaN stays a (quiet) NaN of the same sign."""
     b = np.uint32(bits)
@@ -97,14 +97,14 @@ def f32_to_bf16(bits):
     return np.uint16(quiet if nan else rounded)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def bf16_to_f32_daz(code):
     """BF16 code -> binary32 bits, exact; a denormal becomes a zero of its sign."""
     b = np.uint32(np.uint32(code) << np.uint32(16))
     return np.uint32((b & np.uint32(0x80000000)) if (b & np.uint32(0x7F800000)) == 0 else b)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fp16_to_f32(code):
     """binary16 code -> binary32 bits, exact, denormals kept."""
     h = np.uint32(code)
@@ -117,7 +117,7 @@ def fp16_to_f32(code):
     return np.uint32(sign | (special if e == np.uint32(0x1F) else (small if e == np.uint32(0) else normal)))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def f32_round_fp16(bits):
     """binary32 bits -> binary32 bits of the nearest binary16 value (RNE, overflow to infinity,
     binary16 denormals kept, a NaN the quiet NaN of its sign): ``fp16_to_f32(f32_to_fp16(bits))``
@@ -140,7 +140,7 @@ def f32_round_fp16(bits):
     return np.uint32(sign | out)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def f32_to_fp16(bits):
     """binary32 bits -> binary16 code, RNE, overflow to infinity, denormals rounded in place."""
     b = np.uint32(bits)

@@ -131,7 +131,7 @@ I8SAT, I16PAIRS, F32FMA_FAST, F32FMA_EXACT, F16ACC, F16ACC_NATIVE = (
 )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _tile_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
     """The SDM's loop, one rounded binary32 operation at a time."""
     for mm in range(mr):
@@ -146,7 +146,7 @@ def _tile_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
             C[c] = add32(C[c], add32(e, o))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _dot_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
     """VDPBF16PS, one rounded binary32 operation at a time: odd product first, then even."""
     for mm in range(mr):
@@ -160,17 +160,17 @@ def _dot_exact(A, a_off, lda, mr, npairs, B, b_off, C, c_off, ldc, nc):
             C[c] = acc
 
 
-@njit(inline="always")
+@njit
 def _amx_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _tile_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
 
 
-@njit(inline="always")
+@njit
 def _amx_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _tile_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
 
 
-@njit(inline="always")
+@njit
 def _avx512_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     if ngroups == _PAIRS:
         _dot_fast_float(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
@@ -179,12 +179,12 @@ def _avx512_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratc
             _dot_fast_pair(A, a_off + 2 * p, lda, mr, B, b_off + 2 * TILE * p, C, c_off, ldc, nc, scratch)
 
 
-@njit(inline="always")
+@njit
 def _avx512_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _dot_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc)
 
 
-@njit(inline="always")
+@njit
 def _cfp16_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     _tile_fast_cfp16(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
 
@@ -199,7 +199,7 @@ else:
     _fp8_one_step = _tile_fast_fp8
 
 
-@njit(inline="always")
+@njit
 def _fp8_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     if codes[0] == 0 and codes[1] == 0:
         _fp8_one_step(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch)
@@ -207,7 +207,7 @@ def _fp8_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, 
         fp8_exact(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes)
 
 
-@njit(inline="always")
+@njit
 def _fp8c_fast(A, a_off, lda, mr, ngroups, B, b_off, C, c_off, ldc, nc, scratch, codes):
     if codes[0] == 0 and codes[1] == 0:
         _steps_fp8c(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, 1, 0, 0)
@@ -344,14 +344,14 @@ def _tile_steps(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant
     return impl
 
 
-@njit(inline="always")
+@njit
 def step_groups(k, kb, lda, group):
     """Groups of ``group`` K elements that K step ``kb`` (of ``lda`` elements) runs: 16, and in the
     last step ceil(remaining / group) (the tail rule, docs/semantics.md, section 6)."""
     return min(TILE, (k - kb * lda + group - 1) // group)
 
 
-@njit(inline="always")
+@njit
 def _each_step(A, a_off, lda, mr, B, b_off, C, c_off, ldc, nc, scratch, variant, codes, k, group, kb0, kb1, b_step):
     """``tile_steps`` as one ``tile_multiply`` per K step."""
     for kb in range(kb0, kb1):

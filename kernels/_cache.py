@@ -80,18 +80,50 @@ def cache_root() -> str:
     return str(AppDirs(appname="tilegemm", appauthor=False).user_cache_dir)
 
 
+#: Where a process writes a portable cache instead (``python -m tilegemm compile --into``).
+INTO_ENV = "TILEGEMM_PRECOMPILED_INTO"
+
+#: The portable cache an installed tilegemm ships, inside the package (``setup.py`` builds it).
+PRECOMPILED = "_precompiled"
+
+
+def portable_subpath(py_func) -> str:
+    """A function's folder in a portable cache: its module's package (``tilegemm.kernels``),
+    the same wherever the package is installed."""
+    return py_func.__module__.rpartition(".")[0] or py_func.__module__
+
+
+@functools.lru_cache(maxsize=None)
+def _content_hash(path: str, mtime: float, size: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 class TilegemmCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
     """Caches a function under ``NUMBA_CACHE_DIR`` when that is set, else under :func:`cache_root`,
-    in a folder per source folder (named as Numba names its own)."""
+    in a folder per source folder (named as Numba names its own); in a process that builds a
+    portable cache (:data:`INTO_ENV`), in that folder, by module (:func:`portable_subpath`).
+
+    The stamp is the source file's content hash, whatever the Numba version (older ones stamp with
+    the modification time, which a reinstall changes), so an entry outlives a reinstall of the
+    same sources and matches the same sources installed elsewhere."""
 
     def __init__(self, py_func, py_file):
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        root = config.CACHE_DIR or cache_root()
-        self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
+        into = os.environ.get(INTO_ENV)
+        if into:
+            self._cache_path = os.path.join(into, portable_subpath(py_func))
+        else:
+            root = config.CACHE_DIR or cache_root()
+            self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
 
     def get_cache_path(self):
         return self._cache_path
+
+    def get_source_stamp(self):
+        st = os.stat(self._py_file)
+        return _content_hash(self._py_file, st.st_mtime, st.st_size)
 
 
 class _TilegemmCacheImpl(caching.CompileResultCacheImpl):
@@ -155,6 +187,26 @@ class TilegemmCache(caching.FunctionCache):
             filename_base=self._impl.filename_base,
             source_stamp=self._impl.locator.get_source_stamp(),
         )
+        self._shipped = None
+        package = sys.modules.get(PACKAGE)
+        if isinstance(self._impl.locator, TilegemmCacheLocator) and getattr(package, "__file__", None):
+            folder = os.path.join(os.path.dirname(package.__file__), PRECOMPILED, portable_subpath(py_func))
+            if os.path.isdir(folder):
+                self._shipped = caching.IndexDataCacheFile(
+                    cache_path=folder, filename_base=self._impl.filename_base, source_stamp=None
+                )
+
+    def _load_overload(self, sig, target_context):
+        """The entry from the cache, else from the package's portable cache (:data:`PRECOMPILED`),
+        whose entries Numba checks as its own: the stamp (the sources and their dependencies),
+        the Numba version, the signature, the CPU and the function's bytecode."""
+        data = super()._load_overload(sig, target_context)
+        if data is None and self._shipped is not None and self._enabled:
+            self._shipped._source_stamp = self._cache_file._source_stamp  # with its dependencies
+            data = self._shipped.load(self._index_key(sig, target_context.codegen()))
+            if data is not None:
+                data = self._impl.rebuild(target_context, data)
+        return data
 
 
 def _cache_attribute(dispatcher: Any) -> str | None:

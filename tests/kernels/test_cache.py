@@ -437,3 +437,93 @@ def test_kernel_closures_compile_under_names_of_their_own():
         )
     }
     assert len(names) == 3, names
+
+
+# -- the portable cache an installed tilegemm ships (tilegemm.precompile, setup.py) -------------
+
+_SMALL_CALLS = """
+import sys, numpy as np, tilegemm
+from tilegemm import convert
+from tilegemm.kernels import rounding
+assert tilegemm.__file__.startswith(sys.argv[1]), tilegemm.__file__
+print(hex(rounding.f32_to_bf16(np.uint32(0x3F808000))), convert._exponent_update(np.uint32(0x3F800000), 255, 0))
+fs = (rounding.f32_to_bf16, convert._exponent_update)
+print(sum(len(f.stats.cache_hits) for f in fs), sum(len(f.stats.cache_misses) for f in fs))
+"""
+
+
+def _copy_package(dest):
+    """tilegemm laid out as an install lays it out (``kernels`` a folder inside the package), with
+    no compiled code."""
+    import pathlib
+
+    import tilegemm
+
+    package = pathlib.Path(tilegemm.__file__).parent
+    shutil.copytree(package, dest / "tilegemm", ignore=shutil.ignore_patterns("__pycache__", _cache.PRECOMPILED))
+    return dest
+
+
+def _small_calls(site, user_cache, **env_extra):
+    """Run the two small cached functions of ``_run_cold`` from the copy at ``site``; return
+    ``(cache hits, cache misses)`` of their first calls."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", _cache.INTO_ENV)}
+    env.update(PYTHONPATH=str(site), NUMBA_CACHE_DIR=str(user_cache), **env_extra)
+    done = subprocess.run(
+        [sys.executable, "-c", _SMALL_CALLS, str(site)], env=env, capture_output=True, text=True, cwd=site
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result, counts = done.stdout.strip().splitlines()
+    assert result == "0x3f80 (127, 127)"
+    hits, misses = map(int, counts.split())
+    return hits, misses
+
+
+def test_a_portable_cache_serves_the_package_wherever_it_is_installed(tmp_path):
+    """A process with ``TILEGEMM_PRECOMPILED_INTO`` writes its compiled code by module into that
+    folder; a copy of the package holding it as ``_precompiled`` then compiles nothing on a first
+    call, from another path too, and writes nothing into its own cache. An edit to a source file
+    makes Numba refuse the entry: that function compiles again."""
+    site = _copy_package(tmp_path / "site")
+    shipped = site / "tilegemm" / _cache.PRECOMPILED
+    assert _small_calls(site, tmp_path / "c0", **{_cache.INTO_ENV: str(shipped)}) == (0, 2)
+    written = sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*.nbi"))
+    assert [w.split("-")[0] for w in written] == [
+        "tilegemm.kernels/rounding.f32_to_bf16",
+        "tilegemm/convert._exponent_update",
+    ]
+    assert not list((tmp_path / "c0").rglob("*.nbi"))  # (Numba's own cache objects make empty folders)
+
+    assert _small_calls(site, tmp_path / "c1") == (2, 0)
+    assert not list((tmp_path / "c1").rglob("*.nbi"))
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(site, moved)
+    assert _small_calls(moved, tmp_path / "c2") == (2, 0)
+    # code for another CPU is refused by Numba's own key (the LLVM CPU name and features)
+    assert _small_calls(moved, tmp_path / "c4", NUMBA_CPU_NAME="generic", NUMBA_CPU_FEATURES="") == (0, 2)
+
+    with open(moved / "tilegemm" / "kernels" / "rounding.py", "a") as f:
+        f.write("\n# edited\n")
+    assert _small_calls(moved, tmp_path / "c3") == (1, 1)
+
+
+def test_the_stamp_is_the_sources_content_not_their_time(tmp_path):
+    """A reinstall of the same sources (new modification times) keeps the cache."""
+    import hashlib
+    import os
+
+    from tilegemm.kernels import rounding
+
+    src = tmp_path / "rounding.py"
+    shutil.copy(rounding.__file__, src)
+    locator = _cache.TilegemmCacheLocator(rounding.f32_to_bf16.py_func, str(src))
+    stamp = locator.get_source_stamp()
+    assert stamp == hashlib.sha256(src.read_bytes()).hexdigest()
+    os.utime(src, (1_000_000_000, 1_000_000_000))
+    assert locator.get_source_stamp() == stamp
+    src.write_text(src.read_text() + "\n# edited\n")
+    assert locator.get_source_stamp() != stamp

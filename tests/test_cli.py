@@ -33,6 +33,9 @@ BAD = [
     ("fleet", "give --demo"),
     ("fleet --demo --hosts nowhere recording-zen4", "unknown host 'nowhere'"),
     ("fleet --demo --hosts milan-64", "at least two different hosts"),
+    ("compile --only amx", "--only takes ISA:DTYPE (e.g. amx:bf16), got 'amx'"),
+    ("compile --only amx:fp64", "dtype 'fp64'"),
+    ("compile --processes 0", "--processes: must be at least 1, got 0"),
     ("frobnicate", "invalid choice: 'frobnicate'"),
     ("", "the following arguments are required: VERB"),
 ]

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from . import instructions
+from . import instructions, precompile
 from .dispatch import TILINGS
 from .instructions import DEFAULT_ISA, ISAS, PROFILES
 
@@ -30,6 +30,8 @@ _VERBS = {
     "explain": "where and why two isa profiles give different bits: counts, the first step that parts, a reproducer",
     "fleet": "with --demo: a small GPT-like model's bf16 outputs, layer by layer, on each server class "
     "(AMX Xeon, AMD EPYC Zen 4, AVX-512 Xeon without BF16, AVX2 server), compared bit for bit (needs PyTorch)",
+    "compile": "compile the kernels of every dtype now, into Numba's cache, so that no first call waits for the "
+    "compiler (pip install . does it for the installing CPU)",
 }
 
 
@@ -296,6 +298,7 @@ def _parser() -> _Parser:
         sub.add_parser(verb, help=text, description=text[0].upper() + text[1:] + ".")
     p = sub.choices
     parser.verbs = p  # type: ignore[attr-defined]
+    precompile.add_arguments(p["compile"])
 
     p["demo"].add_argument(
         "--sizes",
@@ -458,6 +461,15 @@ def main(argv=None) -> int:
         return 0
     if args.verb == "demo":
         return demo(tuple(args.sizes))
+    if args.verb == "compile":
+        if args.only:
+            try:
+                precompile.parse_only(args.only)
+            except ValueError as e:
+                sub.error(str(e))
+        if args.processes is not None and args.processes < 1:
+            sub.error(f"argument --processes: must be at least 1, got {args.processes}")
+        return precompile.compile_all(args)
     from . import benchmark
 
     args.sizes_given = args.sizes is not None

@@ -27,7 +27,10 @@ class BuildPyPrecompiled(build_py):
             return
         into = os.path.join(self.build_lib, "tilegemm", "_precompiled")
         shutil.rmtree(into, ignore_errors=True)  # a cache of earlier sources would only be refused
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(self.build_lib))
+        # pip's isolated build environment is on PYTHONPATH (numba and the other requirements of
+        # pyproject's build-system): the built package goes in front of it, not in its place.
+        path = [os.path.abspath(self.build_lib), os.environ.get("PYTHONPATH", "")]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
         env.pop("NUMBA_CACHE_DIR", None)
         cmd = [sys.executable, "-m", "tilegemm", "compile", "--into", os.path.abspath(into)]
         print("compiling the kernels for this CPU:", " ".join(cmd), flush=True)

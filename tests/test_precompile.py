@@ -63,7 +63,11 @@ if sys.argv[1] == "compile":
     sys.exit()
 event.register("numba:compile", Compiles())
 precompile.warm("avx2", "u8s8")
+a, b = tilegemm.instructions.resolve("avx2", "u8s8")[2].sample(33, 70, 21, np.random.default_rng(5))
+got = tilegemm.matmul(a, b, "u8s8", isa="avx2")
+assert got.dtype == np.int32 and (got == tilegemm.reference.matmul(a, b, "u8s8", isa="avx2")).all()
 print(compiled)
+print(tilegemm.__file__, file=sys.stderr)
 """
 
 
@@ -78,3 +82,40 @@ def test_compiled_ahead_a_first_use_compiles_nothing(tmp_path):
         done = subprocess.run([sys.executable, "-c", _FIRST_CALLS, step], env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.deep
+def test_a_wheel_carries_the_kernels_compiled_for_this_cpu(tmp_path):
+    """setup.py's build step: the wheel holds the portable cache of the pairs asked for, and the
+    package installed from it makes their first calls without compiling, from an empty user
+    cache, with the bits of the reference."""
+    import zipfile
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TILEGEMM_PRECOMPILE="avx2:u8s8")
+    env.pop("NUMBA_CACHE_DIR", None)
+    wheels = tmp_path / "wheels"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", root, "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = wheels.glob("tilegemm-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("tilegemm/_precompiled/tilegemm.kernels/") and n.endswith(".nbc") for n in names)
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    env = dict(os.environ, PYTHONPATH=str(site), NUMBA_CACHE_DIR=str(tmp_path / "empty"))
+    env.pop(precompile.INTO_ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_CALLS, "use"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "[]", done.stdout
+    assert "site/tilegemm" in done.stderr, done.stderr  # the installed copy ran

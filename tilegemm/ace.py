@@ -32,7 +32,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .formats import NumberFormat
+from .formats import NumberFormat, kernel_input
 from .instructions import Instruction
 from .layouts import Layout
 
@@ -343,6 +343,7 @@ def build_a(instr: Instruction, lay: Layout, a: np.ndarray, k_blocks: int, scale
     ``scales``: A's E8M0 codes ``(nA, M, blocks)`` or None (all 1.0).
     (``"f32keep"`` A panels are ``tilegemm.packing``'s float pass without DAZ.)"""
     nA, M, K = a.shape
+    a = kernel_input(a)
     panels = (nA, -(-M // 16), k_blocks, 16, instr.k_block)
     fmt = instr.a
     if scales is None:

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .formats import NumberFormat
+from .formats import NumberFormat, kernel_input
 from .kernels import exact
 from .kernels._cache import stamp_with_dependencies
 
@@ -61,6 +61,7 @@ def pack_a(src: np.ndarray, fmt: NumberFormat, dst: np.ndarray) -> tuple[int, in
     values (both exact), zero-filled beforehand. Returns the smallest and largest exponent of the
     non-zero finite values (None: there are none)."""
     values = decode_table(fmt, np.float32 if dst.dtype == np.float32 else np.float64)
+    src = kernel_input(src)
     if dst.dtype == np.float32:
         lo, hi = _pack_a(src, values, dst.view(np.int32), np.int64(23), np.int64(0xFF), 127)
     else:

@@ -420,6 +420,16 @@ def _minifloat_nan_above(fmt: NumberFormat) -> np.uint8:
     return np.uint8(top)
 
 
+def kernel_input(x: np.ndarray) -> np.ndarray:
+    """``x`` as a compiled pass that only reads it takes it: C-contiguous (copied only where it is
+    not) and read-only. Numba compiles a function once per argument type, and an array's layout
+    and writeability are part of its type: passing every input one way compiles each pass once per
+    dtype, not once per layout and writeability of the callers' arrays."""
+    v = np.ascontiguousarray(x).view()
+    v.flags.writeable = False
+    return v
+
+
 def any_nan(x: np.ndarray) -> bool:
     """Whether a float or complex array holds a NaN, scanned in slices so that the temporaries
     stay small beside the array."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ace, convert, float8, layouts
-from .formats import FP16, NumberFormat, check_fp8_overflow
+from .formats import FP16, NumberFormat, check_fp8_overflow, kernel_input
 from .instructions import DEFAULT_ISA, Instruction, resolve
 
 __all__ = [
@@ -319,7 +319,7 @@ def pack_codes(el: np.ndarray, isa: str, dtype: str, scales=None) -> PackedB:
     nbatch = int(np.prod(batch, dtype=np.int64))
     blocks = aligned_zeros((nbatch, kb, nb, TILE_ROWS, TILE_N, instr.group), el.dtype)
     if K and N and nbatch:
-        convert.pack_b(el.reshape(nbatch, K, N), blocks)
+        convert.pack_b(kernel_input(el.reshape(nbatch, K, N)), blocks)
     data = blocks.view(np.uint8).reshape(tuple(batch) + (kb, nb, TILE_ROWS, 64))
     return PackedB(tuple(batch) + (K, N), dtype, data, isa, scales)
 

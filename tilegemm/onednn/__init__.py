@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 
 from ..api import matmul as _tile_matmul
-from ..formats import BF16, bf16_dtype
+from ..formats import BF16, bf16_dtype, kernel_input
 from ..instructions import PROFILES, Instruction, resolve
 from ..kernels.onednn import bf16_keep_denormals, c10_bf16, vcvtneps2bf16, vfmadd
 from ..packing import PackedB, pack_codes
@@ -254,7 +254,7 @@ def _run_gemm(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
 
     A, B = _operands(a, b)
     pieces = list(gemm_pieces(A.shape[0], A.shape[1], B.shape[2], p.onednn_threads))
-    codes = np.ascontiguousarray(A).view(np.uint16)
+    codes = kernel_input(A).view(np.uint16)
     fast = None
     if any(m1 - m0 > 1 for _, m0, m1, _, _ in pieces):
         fast = chains.gemm(codes, B.view(np.uint16), threads)  # every row; gemv rows replaced below
@@ -263,9 +263,9 @@ def _run_gemm(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
         return bf16_keep_denormals(_epilogue(_bits(out), c, beta, result_shape))
     Wc = Bc = None
     if p.b_transposed and any(m1 - m0 == 1 for _, m0, m1, _, _ in pieces):
-        Wc = np.ascontiguousarray(np.swapaxes(B, -1, -2)).view(np.uint16)  # the gemv kernel reads it along K
+        Wc = kernel_input(np.swapaxes(B, -1, -2)).view(np.uint16)  # the gemv kernel reads it along K
     if fast is None or Wc is None:
-        Bc = np.ascontiguousarray(B).view(np.uint16)
+        Bc = kernel_input(B).view(np.uint16)
     from ..kernels.aten import VALUES as V
 
     kp = p.blocking.K_blk
@@ -297,7 +297,7 @@ def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     from ..kernels import aten
 
     A, B = _operands(a, b)
-    codes = np.ascontiguousarray(A).view(np.uint16)
+    codes = kernel_input(A).view(np.uint16)
     acc = None
     if p.kernel == "notrans":
         acc = chains.notrans(codes, B.view(np.uint16), threads)
@@ -305,9 +305,9 @@ def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
         acc = chains.transa(codes, np.swapaxes(B, -1, -2).view(np.uint16), threads)
     if acc is None:
         if p.kernel == "transa":  # both operands read along K
-            Bc = np.ascontiguousarray(np.swapaxes(B, -1, -2)).view(np.uint16)
+            Bc = kernel_input(np.swapaxes(B, -1, -2)).view(np.uint16)
         else:
-            Bc = np.ascontiguousarray(B).view(np.uint16)
+            Bc = kernel_input(B).view(np.uint16)
         out = np.empty(A.shape[:2] + (B.shape[2],), np.float32)
         with _LAUNCH, _numba_threads(threads):
             getattr(aten, p.kernel)(codes, Bc, aten.VALUES, out)

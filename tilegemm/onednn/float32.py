@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..api import _LAUNCH
+from ..formats import kernel_input
 from ..kernels.onednn import add_lanes
 from ..kernels.onednn import vaddps as _exact_add
 
@@ -20,7 +21,7 @@ def vaddps(x, y, out: np.ndarray | None = None) -> np.ndarray:
     shape = np.broadcast_shapes(x.shape, y.shape)
     cols = shape[-1] if shape and shape[-1] else 1
     # C-contiguous 2-D operands (a broadcast one copied out: the kernel vectorises on these)
-    fx, fy = (np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1, cols) for v in (x, y))
+    fx, fy = (kernel_input(np.broadcast_to(v, shape)).reshape(-1, cols) for v in (x, y))
     r = np.empty(fx.shape, np.uint32)
     special = np.empty(fx.shape, np.bool_)
     with _LAUNCH:

@@ -258,10 +258,10 @@ def info(out=None) -> int:
     print(f"  AMX-FP8's binary32 body, each step checked through MXCSR: {fp8}", file=out)
     host = native.this_host()
     if host.supported_os:
-        nat = "this CPU's own instructions, where /proc/cpuinfo lists them (python -m tilegemm selfcheck)"
+        own = "this CPU's own instructions, where /proc/cpuinfo lists them (python -m tilegemm selfcheck)"
     else:
-        nat = f"not here (Linux on x86-64 only; this is {host.system} {host.machine}): backend='auto' emulates"
-    print(f"  backend='native': {nat}", file=out)
+        own = f"not here (Linux on x86-64 only; this is {host.system} {host.machine}): backend='auto' emulates"
+    print(f"  backend='native': {own}", file=out)
     listed = set()  # a kernel several profiles run (VPDPBUSD: avx512_vnni and ace) is listed once
     for fam in dispatch.FAMILIES.values():
         for isa, profile in PROFILES.items():

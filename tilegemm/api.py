@@ -18,8 +18,8 @@ import numpy as np
 
 from . import ace, dispatch, instructions, native, plan
 from .formats import any_nan, check_fp8_overflow, daz
-from .kernels.targets import x86_nans
 from .instructions import Instruction, Profile
+from .kernels.targets import x86_nans
 from .packing import PackedB, a_panels, exponent_range, int_absmax, pack_codes
 
 __all__ = ["matmul"]

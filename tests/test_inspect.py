@@ -201,6 +201,20 @@ def test_cross_target_bodies_stay_in_registers(cpu):
         assert r.widest_bits >= bits, (dtype, isa, r.widest_vector)
 
 
+def test_an_aarch64_cpu_compiles_with_aarch64_code_on_any_host():
+    """The default tier's AArch64 check (the deep tier runs the whole cross-target test for each
+    AArch64 CPU): the neon row's BF16 and INT8 bodies for Neoverse V2 are AArch64 code (FMLA;
+    SMULL/SMLAL, VPMADDWD's sums in portable IR), with no spill in their inner loops."""
+    bf16, s8 = inspect.vector_reports([("bf16", "2x2", "amx"), ("s8s8", "2x2", "amx")], cpu="neoverse-v2")
+    for r in (bf16, s8):
+        assert r.cpu == "neoverse-v2" and "-neon (blocked)" in r.body, r
+        assert r.vectorized and r.scalar_fma == 0, r
+        check_spills(r.loop_spills, 0, r.body, r.cpu)
+    assert bf16.vector_fma > 0 and bf16.int_dot == 0 and s8.int_dot > 0 and s8.vector_fma == 0
+    text = inspect.asm("s8s8", cpu="neoverse-v2")
+    assert "smlal" in text and "%xmm" not in text and "%ymm" not in text
+
+
 def test_every_table_row_names_a_checked_cpu():
     """A row the cross-target test does not compile would be a shape tuned on no machine."""
     for e in targets.TABLE:

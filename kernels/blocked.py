@@ -864,7 +864,7 @@ def work_bytes(name: str, nC: int, M: int, N: int, kc: int, nthr: int, engine: s
     rsplit, csplit = _split(nthr, nC, M, N, R, NR)
     jobs = nC * rsplit * csplit
     rows = R * max(1, MC // R)
-    a_block = rows * kc * 4 * PAIRS * (2 if name == "quads" and _P.int_kind == "madd" else 1)
+    a_block = rows * kc * 4 * PAIRS * (2 if name == "quads" and _P.int_kind != "vnni" else 1)
     if name != "quads":
         a_block = rows * kc * 2 * PAIRS * 4
     fixed = a_block + 4 * (rows // R) + 2 * 4 * R * NR

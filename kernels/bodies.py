@@ -402,8 +402,12 @@ def int_body(kind: str, rows: int, cols: int, width: int, variant: int):
     unsigned operand and B the signed one, 1: B unsigned and A signed (the driver shifts A by 128
     and corrects C where both have one signedness). ``kind="madd"``: ``A`` int16 (widened at
     packing), B's bytes widened in the body, ``variant`` 0: sign-extended, 1: zero-extended.
+    ``kind="widen"``: as ``"madd"``, with VPMADDWD's arithmetic written as target-independent IR
+    (the int16 lanes sign-extended to int32, multiplied, and adjacent products added; NEON's
+    SMULL and ADDP on AArch64). Its one overflow, (-2^15)^2 + (-2^15)^2, wraps to -2^31 as
+    VPMADDWD's does (Intel SDM, PMADDWD), and widened bytes never reach it.
     """
-    assert kind in ("vnni", "madd") and variant in (0, 1)
+    assert kind in ("vnni", "madd", "widen") and variant in (0, 1)
     tiles, parts = _layout(cols, width)
     nv = tiles * parts
     vi = ir.VectorType(I32, width)
@@ -424,9 +428,27 @@ def int_body(kind: str, rows: int, cols: int, width: int, variant: int):
                 dot = cgutils.get_or_insert_function(
                     builder.module, ir.FunctionType(vi, [vi, vi, vi]), f"llvm.x86.avx512.vpdpbusd.{32 * width}"
                 )
-            else:
+            elif kind == "madd":
                 name = "llvm.x86.avx512.pmaddw.d.512" if width == 16 else "llvm.x86.avx2.pmadd.wd"
-                madd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vh, vh]), name)
+                fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vh, vh]), name)
+
+                def madd(x, y):
+                    return builder.call(fn, [x, y])
+
+            else:
+                # the even and odd int16 lanes apart first, then two widening multiplies into one
+                # sum (SMULL, SMLAL): multiplying all lanes and pairing the products afterwards
+                # kept twice the live vectors and spilled hundreds of registers on Neoverse V1
+                even_w = ir.Constant(vi, list(range(0, 2 * width, 2)))
+                odd_w = ir.Constant(vi, list(range(1, 2 * width, 2)))
+
+                def madd(x, y):
+                    def half(v, lanes):
+                        return builder.sext(builder.shuffle_vector(v, v, lanes), vi)
+
+                    even = builder.mul(half(x, even_w), half(y, even_w))
+                    return builder.add(even, builder.mul(half(x, odd_w), half(y, odd_w)))
+
             zero = ir.Constant(vi, [0] * width)
             # C is read and written once, after the loop: ask for its lines now, so that they
             # arrive while the loop runs (a call of the driver reaches each block of C once per
@@ -475,7 +497,7 @@ def int_body(kind: str, rows: int, cols: int, width: int, variant: int):
                         qa = builder.load(builder.bitcast(ptr, I64.as_pointer()), align=2)
                         sa = builder.bitcast(_splat(builder, qa, ir.VectorType(I64, width // 2)), vh)
                         for x in range(nacc):
-                            acc[r][x] = builder.add(acc[r][x], builder.call(madd, [sa, bw[x]]))
+                            acc[r][x] = builder.add(acc[r][x], madd(sa, bw[x]))
             step1 = builder.add(step, _c64(1))
             latch = builder.block
             step.add_incoming(step1, latch)

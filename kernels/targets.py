@@ -10,7 +10,7 @@ spill-free for one LLVM CPU can spill for another with the same features (measur
 ``tilegemm.inspect``; ``tests/test_inspect.py`` compiles every entry for every CPU it names and
 requires its inner loops to stay within :attr:`Body.spills`, zero for every entry here).
 
-Targets without AVX2, FMA and F16C get no entry and run the portable superblock loop
+Targets without AVX2, FMA and F16C (x86) or NEON (AArch64) get no entry and run the portable superblock loop
 (``gemm.py``) with the shapes each family declares by target class (``families.py``).
 
 Why these shapes (``docs/architecture.md``, "Per-target bodies", has the measurements):
@@ -54,6 +54,9 @@ __all__ = [
     "family",
     "native_missing",
     "has_mxcsr",
+    "is_aarch64",
+    "target_arch",
+    "x86_nans",
     "ENGINE_NEEDS",
     "engines",
 ]
@@ -132,6 +135,9 @@ class Entry:
 
 
 _AVX2 = frozenset({"+avx2", "+fma", "+f16c"})
+#: AArch64's Advanced SIMD: 32 registers of 128 bits (v0-v31) on every AArch64 core
+#: (Arm Architecture Reference Manual for A-profile, B1.2.1 "Registers in AArch64 state").
+_NEON = frozenset({"+neon"})
 _AVX512 = _AVX2 | {"+avx512f", "+avx512bw", "+avx512vl"}
 _VNNI = _AVX512 | {"+avx512vnni"}
 
@@ -230,6 +236,29 @@ TABLE: tuple[Entry, ...] = (
         note="Intel AVX2 (two 256-bit FMA ports), 16 ymm registers; cross-compiled and spill-checked for haswell "
         "(VDPBF16PS 4x16: 8 chains for 2 FMA ports of latency 4-5, as on Zen; not run on such a CPU)",
     ),
+    Entry(
+        "neon",
+        ("neoverse-v1", "neoverse-v2", "apple-m1"),
+        _NEON,
+        # The bodies' vectors are 8 lanes wide and LLVM splits each into two 128-bit registers,
+        # so NEON's 32 q registers hold what AVX2's 16 ymm hold. Shapes: the largest without a
+        # spill in the inner loop on all three CPUs with LLVM 22 (cross-compiled): BF16 2 x 16
+        # as on avx2 (3 x 16 would be 24 chains of two q registers each); FP16 with interleaved
+        # chains (the split layout's shuffles spilled 2 on neoverse-v1); VDPBF16PS 3 x 16 (4 x 16
+        # spilled 8 on apple-m1); INT8 2 x 8 (3 x 8 spilled 4 on neoverse-v2).
+        pairs_bf16=Body(2, 16, 8),
+        pairs_fp16=Body(2, 16, 8, layout="interleaved"),
+        dot=Body(3, 16, 8),
+        flag_rows=1,
+        quads=Body(2, 8, 8),
+        int_kind="widen",
+        kc=16,
+        fma_units=4,
+        fma_width=4,
+        note="AArch64 NEON, 32 registers of 128 bits (Neoverse V1 and V2, Apple M1: four 128-bit FMA "
+        "pipes); VPMADDWD's sums as SMULL and SMLAL; cross-compiled (aarch64-unknown-linux-gnu) and "
+        "spill-checked for the three, run under qemu-user (.ci/arm64), not timed on such a CPU",
+    ),
 )
 
 
@@ -240,7 +269,14 @@ def _target() -> tuple[str, frozenset[str]]:
 
     name = config.CPU_NAME or llvm.get_host_cpu_name()
     features = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
-    return str(name), frozenset(features.split(","))
+    have = frozenset(features.split(","))
+    if config.CPU_FEATURES is None and is_aarch64() and "-neon" not in have:
+        # Every AArch64 target LLVM compiles for has NEON unless told otherwise (the "generic"
+        # CPU of its AArch64 target parser includes FP and SIMD), but the host's feature list
+        # may not say so: Linux lists "asimd" in /proc/cpuinfo, which qemu-user does not
+        # emulate, and macOS answers through sysctl.
+        have |= _NEON
+    return str(name), have
 
 
 def target() -> tuple[str, frozenset[str]]:
@@ -343,12 +379,38 @@ def target_features() -> set[str]:
     return set(_target()[1])
 
 
-def has_mxcsr() -> bool:
-    """Whether Numba compiles for x86 (every cross-target compile here keeps the host's
-    architecture), whose SSE control and status register, MXCSR, the binary32 AMX-FP8 body reads."""
+def is_aarch64() -> bool:
+    """Whether this process runs AArch64 code (Linux ``aarch64``, macOS ``arm64``)."""
     import llvmlite.binding as llvm
 
-    return llvm.get_process_triple().split("-")[0] in ("x86_64", "i386", "i686")
+    return llvm.get_process_triple().split("-")[0] in ("aarch64", "arm64")
+
+
+def target_arch() -> str:
+    """The architecture of the compile target (``"x86_64"``, ``"aarch64"``, ...). Numba compiles for
+    the architecture it runs on; a cross-target compile for an AArch64 CPU on x86-64
+    (``NUMBA_CPU_FEATURES`` naming ``+neon``, an AArch64 feature; ``tilegemm.inspect`` retargets
+    its IR) is built as for AArch64 too, so that its IR holds no x86 intrinsic."""
+    import llvmlite.binding as llvm
+
+    if is_aarch64() or "+neon" in _target()[1]:
+        return "aarch64"
+    return llvm.get_process_triple().split("-")[0]
+
+
+@functools.cache
+def x86_nans() -> bool:
+    """Whether the target's invalid operations (inf - inf, 0 * inf, ...) return x86's default NaN,
+    the "real indefinite" 0xFFC00000 (Intel SDM vol. 1, 4.8.3.7), as the fast bodies' hardware
+    arithmetic must. AArch64 returns 0x7FC00000 (Arm ARM, FPDefaultNaN()); elsewhere the caller
+    (``tilegemm.api``) recomputes a result that holds a NaN on the paths that take NaNs by rule."""
+    return has_mxcsr()
+
+
+def has_mxcsr() -> bool:
+    """Whether the compile target is x86, whose SSE control and status register, MXCSR, the
+    binary32 AMX-FP8 body reads (:func:`target_arch`)."""
+    return target_arch() in ("x86_64", "i386", "i686")
 
 
 def target_class(features: set[str] | frozenset[str] | None = None) -> str:

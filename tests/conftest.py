@@ -193,8 +193,19 @@ def pytest_collection_modifyitems(config, items):
 
 #: The CPUs tests/test_inspect.py cross-compiles the per-target table's bodies for (compiled,
 #: never run) and whose inner loops it holds to the spill budgets: AVX2 (Intel, AMD), AVX-512
-#: without and with VNNI (Intel), with AMX (Intel), and Zen 4.
-CROSS_CPUS = ("haswell", "znver3", "skylake-avx512", "icelake-server", "sapphirerapids", "znver4")
+#: without and with VNNI (Intel), with AMX (Intel), Zen 4, and AArch64 NEON (Arm Neoverse V1
+#: and V2, Apple M1: compiled for aarch64-unknown-linux-gnu, ``tilegemm.inspect.TRIPLES``).
+CROSS_CPUS = (
+    "haswell",
+    "znver3",
+    "skylake-avx512",
+    "icelake-server",
+    "sapphirerapids",
+    "znver4",
+    "neoverse-v1",
+    "neoverse-v2",
+    "apple-m1",
+)
 
 
 def target_report(cpu: str | None = None, features: frozenset[str] | None = None) -> list[str]:

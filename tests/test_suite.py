@@ -51,7 +51,7 @@ def test_report_header_names_the_executed_row_and_every_other(request):
     assert (targets.plan() is None) == any("portable superblock loop" in x for x in lines)
 
 
-@pytest.mark.parametrize("cpu", ["haswell", "znver3", "skylake-avx512", "sapphirerapids", "znver4"])
+@pytest.mark.parametrize("cpu", ["haswell", "znver3", "skylake-avx512", "sapphirerapids", "znver4", "apple-m1"])
 def test_report_names_the_row_of_any_target(cpu):
     features = frozenset(inspect.TARGETS[cpu].split(","))
     row = targets.entry_for(cpu, features)

@@ -211,10 +211,18 @@ def _load(path, flag):
 # --------------------------------------------------------------------------------------------
 
 
+#: The blocked INT8 bodies' dot products (``targets.Entry.int_kind``), as ``info`` names them.
+_INT_KINDS = {
+    "vnni": "VPDPBUSD (AVX512_VNNI)",
+    "madd": "VPMADDWD on widened bytes (no VPDPBUSD: it needs +avx512vnni)",
+    "widen": "VPMADDWD's sums in target-independent IR on widened bytes (no x86 dot product here)",
+}
+
+
 def info(out=None) -> int:
     """Print the records: instructions, profiles, and the kernel bodies for this host."""
     out = sys.stdout if out is None else out
-    from . import dispatch
+    from . import dispatch, native
     from .kernels import targets
 
     print("instructions", file=out)
@@ -244,6 +252,18 @@ def info(out=None) -> int:
         runs = have[0] if have else "fma"
         engines = ", ".join(["fma"] + [e if e in have else f"no {e} (needs {need[e]})" for e in need])
         print(f"  engines of the BF16 bodies (TDPBF16PS, VDPBF16PS): {engines}; {runs} runs", file=out)
+        print(f"  INT8 dot product of the blocked bodies: {_INT_KINDS[row.int_kind]}", file=out)
+    if targets.has_mxcsr():
+        fp8 = "runs (x86: MXCSR's precision flag)"
+    else:
+        fp8 = "not here (MXCSR is x86's): the exact body runs every step"
+    print(f"  AMX-FP8's binary32 body, each step checked through MXCSR: {fp8}", file=out)
+    host = native.this_host()
+    if host.supported_os:
+        own = "this CPU's own instructions, where /proc/cpuinfo lists them (python -m tilegemm selfcheck)"
+    else:
+        own = f"not here (Linux on x86-64 only; this is {host.system} {host.machine}): backend='auto' emulates"
+    print(f"  backend='native': {own}", file=out)
     listed = set()  # a kernel several profiles run (VPDPBUSD: avx512_vnni and ace) is listed once
     for fam in dispatch.FAMILIES.values():
         for isa, profile in PROFILES.items():

@@ -19,6 +19,7 @@ import numpy as np
 from . import ace, dispatch, instructions, native, plan
 from .formats import any_nan, check_fp8_overflow, daz
 from .instructions import Instruction, Profile
+from .kernels.targets import x86_nans
 from .packing import PackedB, a_panels, exponent_range, int_absmax, pack_codes
 
 __all__ = ["matmul"]
@@ -320,15 +321,30 @@ class _Call:
         """The one run path: A as codes (or float32 a compiled pass rounds), B packed or as codes
         (``sb``: its MX block scales), C3 the result as the kernels see it. A blocked kernel reads
         B as packed, in slabs where it is not packed yet (:meth:`_run_blocked`); the superblock
-        driver reads the layouts of its family (:meth:`_run_layouts`)."""
+        driver reads the layouts of its family (:meth:`_run_layouts`).
+
+        Where the target's invalid operations (inf - inf, 0 * inf) do not return x86's NaN
+        (``targets.x86_nans``: AArch64 returns +NaN, x86 -NaN), a result that holds a NaN is
+        computed again from the caller's C as a call with NaN inputs is, whose paths take every
+        NaN from x86's rule."""
+        if x86_nans() or not self.instr.is_float:
+            return self._run(a_in, b, C3, sb)
+        start = C3.copy()
+        self._run(a_in, b, C3, sb)
+        if any_nan(C3):
+            C3[...] = start
+            self._run(a_in, b, C3, sb, nan=True)
+
+    def _run(self, a_in: np.ndarray, b: PackedB | np.ndarray, C3: np.ndarray, sb=None, nan: bool = False) -> None:
+        """:meth:`run` once; ``nan``: as if an operand held a NaN."""
         if self.kernel.blocked is not None:
             # The blocked kernels send the steps of A's rows and B's blocks that hold a NaN to
             # their exact path themselves; a NaN in the caller's C sends the whole call.
-            c_nan = self.accumulate and self.instr.is_float and any_nan(C3)
+            c_nan = nan or (self.accumulate and self.instr.is_float and any_nan(C3))
             self._run_blocked(a_in, b, C3, c_nan)
         else:
             # a family whose fast body takes NaNs by rule needs no scan of the operands
-            nan = self.kernel.family.nans != "fast" and self._nan_inputs(a_in, b, C3, sb)
+            nan = nan or (self.kernel.family.nans != "fast" and self._nan_inputs(a_in, b, C3, sb))
             packed = b if isinstance(b, PackedB) else pack_codes(b, self.isa, self.dtype, sb)
             self._run_layouts(a_in, packed, C3, nan)
 

@@ -45,6 +45,7 @@ __all__ = [
     "native_ir",
     "native_asm",
     "TARGETS",
+    "TRIPLES",
 ]
 
 _BASE = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+movbe,+cx16"
@@ -64,7 +65,17 @@ TARGETS = {
     "graniterapids": _SPR + ",+amx-fp16",
     "graniterapids-d": _SPR + ",+amx-fp16,+amx-complex",
     "diamondrapids": _SPR + ",+amx-fp16,+amx-complex,+amx-fp8",
+    "neoverse-v1": "+neon,+fp-armv8,+fullfp16,+bf16,+dotprod,+i8mm",
+    "neoverse-v2": "+neon,+fp-armv8,+fullfp16,+bf16,+dotprod,+i8mm",
+    "apple-m1": "+neon,+fp-armv8,+fullfp16,+dotprod",
 }
+#: The LLVM target triple of the :data:`TARGETS` that are not x86-64. Numba compiles for the
+#: architecture it runs on only, so elsewhere such a CPU's kernels are built by Numba with its
+#: features (which pick its table row and keep x86 intrinsics out: ``targets.target_arch``),
+#: then Numba's optimized IR is retargeted to the triple and compiled by LLVM's backend for the
+#: CPU (:func:`_foreign_asm`).
+TRIPLES = {"neoverse-v1": "aarch64-unknown-linux-gnu", "neoverse-v2": "aarch64-unknown-linux-gnu"}
+TRIPLES["apple-m1"] = "aarch64-unknown-linux-gnu"  # its registers and scheduling; the OS plays no part
 
 
 def _kernel(isa, dtype, tiling, family=None):
@@ -173,6 +184,38 @@ def _host_texts(dtype, tiling, isa, family=None, engine=None) -> dict:
     }
 
 
+def _foreign_asm(ir_text: str, triple: str, cpu: str, features: str) -> str:
+    """Assembly of Numba's optimized IR (``ir_text``, built on another architecture) for
+    ``triple`` and ``cpu``: the module gets the triple's data layout, loses what names the build
+    machine's target, is optimized again at O3 for the CPU (so that its cost model, not the build
+    machine's, shapes the loops) and compiled by LLVM's backend."""
+    import llvmlite.binding as llvm
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3)
+    text = re.sub(r"^target (?:datalayout|triple) = .*$", "", ir_text, flags=re.M)
+    text = re.sub(r'"target-(?:cpu|features)"="[^"]*"', "", text)
+    # Numba's IR is read after its JIT compiled it, and the build machine's code generator has
+    # rewritten some of it in place (x86 forms atomic read-modify-writes of the reference count
+    # functions into llvm.x86.atomic.*): a function that calls an x86 intrinsic is none of the
+    # kernel's (its bodies name none on this target) and keeps only its signature.
+    text = re.sub(
+        r"^(define [^\n]*\{)\n.*?^\}$",
+        lambda m: m.group(1) + "\n  unreachable\n}" if "@llvm.x86." in m.group(0) else m.group(0),
+        text,
+        flags=re.M | re.S,
+    )
+    text = re.sub(r"^declare [^\n]*@llvm\.x86\.[^\n]*$", "", text, flags=re.M)
+    mod = llvm.parse_assembly(text)
+    mod.triple = triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    return str(tm.emit_assembly(mod))
+
+
 def _many_texts(cases) -> list:
     """:func:`_host_texts` of several (dtype, tiling, isa[, family[, engine]]) in this process."""
     return [_host_texts(*c) for c in cases]
@@ -192,12 +235,28 @@ def _cross(cases, cpu) -> list:
     """:func:`_host_texts` of each case, compiled for ``cpu`` in one subprocess (never run)."""
     if cpu not in TARGETS:
         raise ValueError(f"unknown cpu {cpu!r}; known targets are {', '.join(TARGETS)}")
-    env = dict(os.environ, NUMBA_CPU_NAME=cpu, NUMBA_CPU_FEATURES=TARGETS[cpu])
+    import llvmlite.binding as llvm
+
+    triple = TRIPLES.get(cpu)
+    foreign = triple is not None and triple.split("-")[0] != llvm.get_process_triple().split("-")[0]
+    # For another architecture's CPU Numba builds for this one's baseline CPU: it knows no other
+    # triple, and LLVM refuses a CPU name its target does not know. The features are the foreign
+    # CPU's, which pick its table row (LLVM ignores them here), and on x86-64 F16C, so that the
+    # JIT links binary16 conversions without libgcc's helpers (the IR keeps ``fpext half``).
+    name, features = cpu, TARGETS[cpu]
+    if foreign:
+        name = llvm.get_process_triple().split("-")[0].replace("_", "-")
+        features += ",+f16c" if name == "x86-64" else ""
+    env = dict(os.environ, NUMBA_CPU_NAME=name, NUMBA_CPU_FEATURES=features)
     code = f"import json; from tilegemm.inspect import _many_texts; print(json.dumps(_many_texts({tuple(cases)!r})))"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"compiling for {cpu} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    texts = json.loads(done.stdout.strip().splitlines()[-1])
+    if foreign:
+        for t in texts:
+            t.update(asm=_foreign_asm(t["ir"], str(triple), cpu, TARGETS[cpu]), cpu=cpu, features=TARGETS[cpu])
+    return texts
 
 
 def llvm_ir(dtype="bf16", tiling="2x2", isa="amx", cpu=None, engine=None) -> str:
@@ -228,7 +287,10 @@ class VectorReport:
     vector registers stored to or reloaded from the stack inside the inner loop (the basic blocks
     holding the body's FMAs or dot products), which the per-target table bounds by
     ``spill_budget`` (``tilegemm.kernels.targets.Body.spills``; None for the superblock loop).
-    ``body`` names the kernel and whether it is the blocked driver's body.
+    ``body`` names the kernel and whether it is the blocked driver's body. On AArch64 the same
+    counts read FMLA/FMLS on ``v`` registers (vector FMAs), FMADD on ``s``/``d``/``h`` registers
+    (scalar), SMULL/SMLAL/SDOT and their unsigned forms (integer dot products), and ``q``
+    registers stored to or loaded from ``[sp]`` or ``[x29]`` (spills; STP/LDP move two).
     """
 
     cpu: str
@@ -250,9 +312,25 @@ class VectorReport:
 
 _VEC = re.compile(r"<(\d+) x (half|bfloat|float|double|i8|i16|i32|i64)>")
 _BITS = {"half": 16, "bfloat": 16, "float": 32, "double": 64, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
-_WORK = re.compile(r"\b(?:vfn?m(?:add|sub)\w*p[hsd]|vpdpbusds?|vpdpwssds?|vpmaddwd|vdpbf16ps)\b")
-_SPILL = re.compile(r"\bvmov\w+\s+%[xyz]mm\d+, -?\d*\(%rsp\)")
-_RELOAD = re.compile(r"\bv\w+\s+-?\d*\(%rsp\)(?:\{1to\d+\})?, %[xyz]mm")
+# x86-64 (AT&T syntax) and AArch64: vector FMAs (VFMADD..PS; FMLA/FMLS on v registers), scalar
+# FMAs (VFMADD..SS; FMADD on s/d/h registers), integer dot products (VPMADDWD, VPDPBUSD...; SMULL,
+# SMLAL, SDOT and their unsigned forms) and vector registers stored to or reloaded from the stack
+# (a q register pair stored or loaded by STP/LDP counts twice).
+_VFMA = re.compile(r"\bvfn?m(?:add|sub)\w*p[hsd]\b|\bfml[as]\s+v\d+\.\d*[hsd]\b")
+_SFMA = re.compile(r"\bvfn?m(?:add|sub)\w*s[hsd]\b|\bfn?m(?:add|sub)\s+[hsd]\d+,")
+_IDOT = re.compile(r"\b(?:vpmaddwd|vpdpwssds?|vpdpbusds?|vdpbf16ps)\b|\b(?:[su]mull2?|[su]mlal2?|[su]dot)\s+v\d+")
+_WORK = re.compile(_VFMA.pattern + "|" + _IDOT.pattern)
+_SPILL = re.compile(
+    r"\bvmov\w+\s+%[xyz]mm\d+, -?\d*\(%rsp\)|\bstr\s+q\d+, \[(?:sp|x29)\b|\bstp\s+q\d+, (q)\d+, \[(?:sp|x29)\b"
+)
+_RELOAD = re.compile(
+    r"\bv\w+\s+-?\d*\(%rsp\)(?:\{1to\d+\})?, %[xyz]mm|\bldr\s+q\d+, \[(?:sp|x29)\b|\bldp\s+q\d+, (q)\d+, \[(?:sp|x29)\b"
+)
+
+
+def _count(pattern: re.Pattern, text: str) -> int:
+    """Matches of ``pattern``, one more for each that names a second register (STP/LDP)."""
+    return sum(1 + bool(m.group(1)) for m in pattern.finditer(text))
 
 
 def _blocks(asm_text: str):
@@ -275,7 +353,7 @@ def loop_spills(asm_text: str, min_work: int = 8) -> int:
     for _, lines in _blocks(asm_text):
         text = "\n".join(lines)
         if len(_WORK.findall(text)) >= min_work:
-            total += len(_SPILL.findall(text)) + len(_RELOAD.findall(text))
+            total += _count(_SPILL, text) + _count(_RELOAD, text)
     return total
 
 
@@ -285,10 +363,10 @@ def _report(ir_text: str, asm_text: str, cpu: str, features: str, budget=None, b
         b = int(n) * _BITS[t]
         if b > bits:
             widest, bits = f"<{n} x {t}>", b
-    vfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*p[hsd]\b", asm_text))
-    sfma = len(re.findall(r"\bvfn?m(?:add|sub)\w*s[hsd]\b", asm_text))
-    idot = len(re.findall(r"\b(?:vpmaddwd|vpdpwssds?|vpdpbusds?|vdpbf16ps)\b", asm_text))
-    spills = len(_SPILL.findall(asm_text))
+    vfma = len(_VFMA.findall(asm_text))
+    sfma = len(_SFMA.findall(asm_text))
+    idot = len(_IDOT.findall(asm_text))
+    spills = _count(_SPILL, asm_text)
     vectorized = sfma == 0 and (vfma > 0 or idot > 0) and bits >= 128
     return VectorReport(
         cpu, features, widest, bits, vfma, sfma, idot, spills, vectorized, loop_spills(asm_text), budget, body

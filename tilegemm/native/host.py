@@ -5,7 +5,8 @@ only when it also manages the register state the feature needs (``arch/x86/kerne
 clears ``amx_tile`` when XSAVE does not cover tile data), which is the question that matters for
 running code; the instruction records' ``cpu_flag`` fields use the same names; and reading a file
 needs no machine code, so detection can never fault. Native execution is Linux on x86-64 only:
-the tile permission below is a Linux system call.
+the tile permission below is a Linux system call. On another architecture the host lists no
+flags, whatever /proc/cpuinfo holds (under qemu-user it is the x86 host's file).
 
 Tile data (XSAVE component 18, XTILEDATA) is enabled in XCR0 on Linux, but a process's first
 tile instruction faults unless the process asked for it with
@@ -98,12 +99,17 @@ def parse_cpuinfo(text: str) -> tuple[str, frozenset[str]]:
 @functools.cache
 def this_host() -> Host:
     """This machine (read once per process)."""
+    machine = platform.machine()
+    if machine not in ("x86_64", "AMD64"):
+        # The "flags" line is x86's (AArch64 Linux lists "Features"; macOS has no /proc), and
+        # under qemu-user /proc/cpuinfo is the x86 host's, whose flags this process cannot use.
+        return Host(platform.processor() or machine, frozenset(), platform.system(), machine)
     try:
         with open("/proc/cpuinfo") as f:
             model, flags = parse_cpuinfo(f.read())
     except OSError:
         model, flags = platform.processor() or "unknown CPU", frozenset()
-    return Host(model, flags, platform.system(), platform.machine())
+    return Host(model, flags, platform.system(), machine)
 
 
 def _arch_prctl(option: int, arg) -> tuple[int, int]:

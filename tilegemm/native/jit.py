@@ -30,6 +30,9 @@ def _llvm():
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.initialize_native_asmparser()  # the programs' inline assembly (VFMADD231PS's operand order)
+    # compile-only x86-64 code (TRIPLE) on a host of another architecture (AArch64)
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
     return llvm
 
 

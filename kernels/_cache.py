@@ -39,6 +39,7 @@ import functools
 import hashlib
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
 import os
 import sys
 import threading
@@ -173,6 +174,27 @@ class LockedIndexDataCacheFile(caching.IndexDataCacheFile):
             super().flush()
 
 
+@functools.lru_cache(maxsize=None)
+def _shipped_roots() -> tuple[str, ...]:
+    """The portable caches (:data:`PRECOMPILED`) a process may read, first found first: the
+    imported package's own, then those of every installed copy of the distribution. The second
+    serves a source checkout imported from its own root after ``pip install .`` there (the
+    README's ``pip install . && python -m tilegemm demo``): Python imports the checkout, which
+    has no compiled code, while the install beside it does. An entry of another copy is as safe
+    as one of the package's own, since Numba's key holds the sources' content hash."""
+    roots = []
+    package = sys.modules.get(PACKAGE)
+    if getattr(package, "__file__", None):
+        roots.append(os.path.join(os.path.dirname(package.__file__), PRECOMPILED))
+    try:
+        for dist in importlib.metadata.distributions(name=PACKAGE):
+            roots.append(str(dist.locate_file(os.path.join(PACKAGE, PRECOMPILED))))
+    except Exception:  # a broken installed distribution's metadata costs only its compiled code
+        pass
+    unique = dict.fromkeys(os.path.realpath(r) for r in roots)
+    return tuple(r for r in unique if os.path.isdir(r))
+
+
 class TilegemmCache(caching.FunctionCache):
     """Numba's ``FunctionCache`` with :class:`TilegemmCacheLocator` and
     :class:`LockedIndexDataCacheFile`."""
@@ -187,26 +209,30 @@ class TilegemmCache(caching.FunctionCache):
             filename_base=self._impl.filename_base,
             source_stamp=self._impl.locator.get_source_stamp(),
         )
-        self._shipped = None
-        package = sys.modules.get(PACKAGE)
-        if isinstance(self._impl.locator, TilegemmCacheLocator) and getattr(package, "__file__", None):
-            folder = os.path.join(os.path.dirname(package.__file__), PRECOMPILED, portable_subpath(py_func))
-            if os.path.isdir(folder):
-                self._shipped = caching.IndexDataCacheFile(
-                    cache_path=folder, filename_base=self._impl.filename_base, source_stamp=None
-                )
+        self._shipped: list[caching.IndexDataCacheFile] = []
+        if isinstance(self._impl.locator, TilegemmCacheLocator):
+            for root in _shipped_roots():
+                folder = os.path.join(root, portable_subpath(py_func))
+                if os.path.isdir(folder):
+                    self._shipped.append(
+                        caching.IndexDataCacheFile(
+                            cache_path=folder, filename_base=self._impl.filename_base, source_stamp=None
+                        )
+                    )
 
     def _load_overload(self, sig, target_context):
-        """The entry from the cache, else from the package's portable cache (:data:`PRECOMPILED`),
-        whose entries Numba checks as its own: the stamp (the sources and their dependencies),
+        """The entry from the cache, else from a portable cache (:func:`_shipped_roots`), whose
+        entries Numba checks as its own: the stamp (the sources and their dependencies),
         the Numba version, the signature, the CPU and the function's bytecode."""
         data = super()._load_overload(sig, target_context)
-        if data is None and self._shipped is not None and self._enabled:
-            self._shipped._source_stamp = self._cache_file._source_stamp  # with its dependencies
-            data = self._shipped.load(self._index_key(sig, target_context.codegen()))
+        if data is not None or not self._enabled:
+            return data
+        for shipped in self._shipped:
+            shipped._source_stamp = self._cache_file._source_stamp  # with its dependencies
+            data = shipped.load(self._index_key(sig, target_context.codegen()))
             if data is not None:
-                data = self._impl.rebuild(target_context, data)
-        return data
+                return self._impl.rebuild(target_context, data)
+        return None
 
 
 def _cache_attribute(dispatcher: Any) -> str | None:

@@ -464,15 +464,17 @@ def _copy_package(dest):
     return dest
 
 
-def _small_calls(site, user_cache, **env_extra):
-    """Run the two small cached functions of ``_run_cold`` from the copy at ``site``; return
-    ``(cache hits, cache misses)`` of their first calls."""
+def _small_calls(site, user_cache, *behind, **env_extra):
+    """Run the two small cached functions of ``_run_cold`` from the copy at ``site`` (with the
+    folders ``behind`` after it on the path); return ``(cache hits, cache misses)`` of their first
+    calls."""
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", _cache.INTO_ENV)}
-    env.update(PYTHONPATH=str(site), NUMBA_CACHE_DIR=str(user_cache), **env_extra)
+    path = os.pathsep.join(str(p) for p in (site, *behind))
+    env.update(PYTHONPATH=path, NUMBA_CACHE_DIR=str(user_cache), **env_extra)
     done = subprocess.run(
         [sys.executable, "-c", _SMALL_CALLS, str(site)], env=env, capture_output=True, text=True, cwd=site
     )
@@ -527,3 +529,21 @@ def test_the_stamp_is_the_sources_content_not_their_time(tmp_path):
     assert locator.get_source_stamp() == stamp
     src.write_text(src.read_text() + "\n# edited\n")
     assert locator.get_source_stamp() != stamp
+
+
+def test_a_checkout_reads_the_portable_cache_of_the_install_beside_it(tmp_path):
+    """``pip install . && python -m tilegemm demo`` from a checkout imports the checkout (Python
+    puts the current folder first), which has no compiled code; the installed copy's portable
+    cache, found through the distribution's metadata, serves it. Without the installed copy's
+    metadata, nothing does."""
+    site = _copy_package(tmp_path / "site")
+    shipped = site / "tilegemm" / _cache.PRECOMPILED
+    assert _small_calls(site, tmp_path / "c0", **{_cache.INTO_ENV: str(shipped)}) == (0, 2)
+    checkout = _copy_package(tmp_path / "checkout")
+    if not _cache._shipped_roots():  # (an installed copy with compiled code would serve it too)
+        assert _small_calls(checkout, tmp_path / "c1", site) == (0, 2)  # no metadata: a mere folder
+    info = site / "tilegemm-0.0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tilegemm\nVersion: 0.0.0\n")
+    assert _small_calls(checkout, tmp_path / "c2", site) == (2, 0)
+    assert not list((tmp_path / "c2").rglob("*.nbi"))

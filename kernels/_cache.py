@@ -183,9 +183,9 @@ def _shipped_roots() -> tuple[str, ...]:
     has no compiled code, while the install beside it does. An entry of another copy is as safe
     as one of the package's own, since Numba's key holds the sources' content hash."""
     roots = []
-    package = sys.modules.get(PACKAGE)
-    if getattr(package, "__file__", None):
-        roots.append(os.path.join(os.path.dirname(package.__file__), PRECOMPILED))
+    package_file = getattr(sys.modules.get(PACKAGE), "__file__", None)
+    if package_file:
+        roots.append(os.path.join(os.path.dirname(package_file), PRECOMPILED))
     try:
         for dist in importlib.metadata.distributions(name=PACKAGE):
             roots.append(str(dist.locate_file(os.path.join(PACKAGE, PRECOMPILED))))

@@ -159,24 +159,45 @@ def _plain(bits):
 
 
 @njit(cache=True, parallel=True)
-def add_lanes(xb, yb, x, y, out, special):
-    """``out = x + y`` on 2-D float32 arrays by the host's own binary32 addition, and
-    ``special[i]`` set where the caller must replace the lane with :func:`vaddps`'s (``xb``,
-    ``yb``: the operands' bits, read only).
+def add_lanes(x, y, out):
+    """binary32 bits ``out = x + y`` on 2-D uint32 arrays, C-contiguous, each of ``out``'s rows or
+    one row (broadcast along the rows); ``out`` may be ``x`` or ``y``. The host's own binary32
+    addition gives most lanes, :func:`add_bits` the rest.
 
     IEEE addition of zeros and normal numbers to a normal result, or to a zero when the operands
     cancel exactly, is the same on every CPU and under every FTZ/DAZ setting: those act only on
     denormals. So only lanes with a denormal, an infinity or a NaN among the operands, or a
     result that is not normal (a denormal, or a zero the operands do not explain, which FTZ may
     have made of one; under DAZ a denormal compares equal to zero and fails the same test), take
-    the bit-level rule, and most lanes of a matrix product's sums take the single instruction."""
-    for i in prange(x.shape[0]):  # 2-D: rows of a (possibly broadcast, stride-0) operand
-        for j in range(x.shape[1]):
-            r = x[i, j] + y[i, j]
-            out[i, j] = r
-            m = abs(r)
-            ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((r == 0) & (x[i, j] == -y[i, j]))
-            special[i, j] = not (_plain(xb[i, j]) & _plain(yb[i, j]) & ok)
+    the bit-level rule. A row is summed into a buffer first, so that an ``out`` that is an operand
+    still holds the operands when a lane needs the rule."""
+    rows, cols = out.shape
+    xstep = 1 if x.shape[0] > 1 else 0
+    ystep = 1 if y.shape[0] > 1 else 0
+    per = max(1, 4096 // max(cols, 1))  # rows per task: short rows (lanes of 16) share a buffer
+    for task in prange((rows + per - 1) // per):
+        r = np.empty(cols, np.float32)
+        rb = r.view(np.uint32)
+        for i in range(task * per, min(rows, (task + 1) * per)):
+            xb = x[i * xstep]
+            yb = y[i * ystep]
+            xf = xb.view(np.float32)
+            yf = yb.view(np.float32)
+            bad = 0
+            for j in range(cols):  # bitwise operators, not and/or: the loop vectorises
+                s = xf[j] + yf[j]
+                r[j] = s
+                m = abs(s)
+                ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((s == 0) & (xf[j] == -yf[j]))
+                bad |= ~(_plain(xb[j]) & _plain(yb[j]) & ok)
+            if bad:
+                for j in range(cols):
+                    s = r[j]
+                    m = abs(s)
+                    ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((s == 0) & (xf[j] == -yf[j]))
+                    if not (_plain(xb[j]) & _plain(yb[j]) & ok):
+                        rb[j] = add_bits(xb[j], yb[j])
+            out[i, :] = rb
 
 
 @lazy_vectorize(["uint32(uint32, uint32)"], _DEPENDS)

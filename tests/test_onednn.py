@@ -101,6 +101,14 @@ def test_fast_vaddps_is_the_exact_one():
     row = y[:512]
     assert_bits(onednn.vaddps(m, row).view(np.float32), epi.vaddps(m, row).view(np.float32), "broadcast")
     assert_bits(onednn.vaddps(np.uint32(0), m).view(np.float32), epi.vaddps(np.uint32(0), m).view(np.float32), "0 + C")
+    col = y[:512].reshape(512, 1)
+    assert_bits(onednn.vaddps(col, m).view(np.float32), epi.vaddps(col, m).view(np.float32), "column")
+    expanded = np.broadcast_to(row, (512, 512))  # a bias expanded over the rows: read as one row
+    assert_bits(onednn.vaddps(m, expanded).view(np.float32), epi.vaddps(m, row).view(np.float32), "expanded")
+    lanes = x.reshape(-1, 2, 16).copy()  # short rows, many to a task; into the operand
+    want = epi.vaddps(lanes, y[:32].reshape(2, 16))
+    assert onednn.vaddps(lanes, y[:32].reshape(2, 16), out=lanes) is lanes
+    assert_bits(lanes.view(np.float32), want.view(np.float32), "short rows into x")
 
 
 def test_vfmadd_against_exact_rationals():

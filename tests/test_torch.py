@@ -135,6 +135,49 @@ def test_outputs_have_torchs_dtype_shape_and_the_profiles_bits():
     assert_bits(_np(s), want, "attention scores")
 
 
+def test_parameters_are_packed_once_and_again_after_an_update(monkeypatch):
+    """A Linear's weight is packed on its first emulated call and the packing reused by later
+    calls and modes (``tt._PACKED``); an in-place update of the weight packs it again, a dead
+    parameter's packing goes with it, and beyond the byte limit the oldest entries go. The bits
+    are those of ``tilegemm.onednn.linear`` on the current weights throughout."""
+    tt._PACKED.clear()
+    lin = torch.nn.Linear(96, 40).to(BF)
+    x = _rand(8, 96, seed=3)
+
+    def check(lin):
+        with torch.no_grad(), tt.emulate(onednn_threads=1):
+            y = lin(x)
+        want = onednn.linear(_np(x), _np(lin.weight.detach()), _np(lin.bias.detach()), onednn_threads=1)
+        assert_bits(_np(y), want, "linear")
+
+    def packings():
+        return [packed for _, packed in tt._PACKED._entries.values()]
+
+    check(lin)
+    kept = packings()
+    check(lin)
+    assert len(kept) == 1 and packings()[0] is kept[0]  # the same packing, not packed again
+    with torch.no_grad():
+        lin.weight[3, 5] = 1000.0  # an in-place update: the version moves on
+    check(lin)
+    assert len(packings()) == 1 and packings()[0] is not kept[0]  # packed again; the old one gone
+    activations = _rand(96, 40, seed=4)  # not a parameter: packed per call, never kept
+    with tt.emulate(onednn_threads=1):
+        torch.matmul(x, activations)
+    assert len(tt._PACKED._entries) == 1
+    del lin
+    import gc
+
+    gc.collect()
+    assert not tt._PACKED._entries and tt._PACKED._bytes == 0
+    monkeypatch.setattr(tt._PACKED, "limit", 1)
+    first, second = torch.nn.Linear(96, 40).to(BF), torch.nn.Linear(96, 40).to(BF)
+    with torch.no_grad(), tt.emulate(onednn_threads=1):
+        first(x)
+        second(x)
+    assert [k[0] for k in tt._PACKED._entries] == [id(second.weight)]  # only the latest is kept
+
+
 def test_what_is_not_covered_runs_in_torch_and_is_listed():
     a, b = _rand(24, 96), _rand(96, 40, seed=1)
     cases = [

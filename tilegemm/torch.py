@@ -24,6 +24,8 @@ Needs PyTorch (``pip install "tilegemm[torch]"``).
 
 from __future__ import annotations
 
+import functools
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +96,59 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 def from_numpy(bits: np.ndarray) -> torch.Tensor:
     """uint16 bf16 bit patterns (or an ml_dtypes.bfloat16 array) as a bf16 tensor."""
     return torch.from_numpy(np.ascontiguousarray(bits).view(np.int16)).view(torch.bfloat16)
+
+
+class _PackedWeights:
+    """Parameters' bf16 views packed for the brgemm chains (``tilegemm.onednn.pack_weights``),
+    kept across calls and modes: packing a weight took a quarter of an emulated forward pass, and
+    the same weights meet every pass. An entry is the packing of one view (data pointer, shape,
+    strides) at one version of the parameter's data: an in-place update (an optimizer step,
+    ``copy_``) bumps the version and the view is packed again. Entries go with their parameter,
+    and the least recently used go first beyond :attr:`limit` bytes. Other tensors (activations)
+    are packed per call, as they change with every pass."""
+
+    limit = 1 << 30
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple, tuple] = {}  # key -> (weakref to the parameter, PackedB), in use order
+        self._bytes = 0
+
+    def get(self, b: torch.Tensor):
+        """``b``'s PackedB, packed now if need be; None where ``b`` is not a view of a parameter."""
+        base = b if b._base is None else b._base
+        if not isinstance(base, torch.nn.Parameter):
+            return None
+        key = (id(base), base._version, b.data_ptr(), tuple(b.shape), b.stride())
+        hit = self._entries.pop(key, None)
+        if hit is not None and hit[0]() is base:
+            self._entries[key] = hit  # most recently used last
+            return hit[1]
+        packed = _onednn.pack_weights(to_numpy(b))
+        self._entries[key] = (weakref.ref(base, functools.partial(self._forget, key)), packed)
+        self._bytes += packed.data.nbytes
+        for old in list(self._entries):
+            if self._bytes <= self.limit or old == key:
+                break
+            self._drop(old)
+        stale = [k for k in self._entries if k[0] == key[0] and k[1] != key[1]]  # earlier versions
+        for k in stale:
+            self._drop(k)
+        return packed
+
+    def _forget(self, key, _ref) -> None:  # the parameter is gone
+        self._drop(key)
+
+    def _drop(self, key) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._bytes -= entry[1].data.nbytes
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._bytes = 0
+
+
+_PACKED = _PackedWeights()
 
 
 def _shape(t) -> str:
@@ -294,7 +349,10 @@ class emulate(TorchFunctionMode):
         c_np = None
         if post_sum:
             c_np = to_numpy(c.expand(M, N))
-        out = _onednn.compute(to_numpy(a), to_numpy(b), p, c=c_np, beta=beta, threads=self.threads, tiling=self.tiling)
+        w = _PACKED.get(b) if p.kernel == "brgemm" else None
+        out = _onednn.compute(
+            to_numpy(a), to_numpy(b) if w is None else w, p, c=c_np, beta=beta, threads=self.threads, tiling=self.tiling
+        )
         return from_numpy(out)
 
     def _bmm(self, name, a, b, c=None, beta=1.0):

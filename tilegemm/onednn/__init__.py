@@ -38,7 +38,7 @@ from ..kernels.onednn import bf16_keep_denormals, c10_bf16, vcvtneps2bf16, vfmad
 from ..packing import PackedB, pack_codes
 from . import chains
 from .blocking import Blocking
-from .float32 import vaddps
+from .float32 import stored, vaddps
 from .packing import pack_transposed
 from .schedule import HOSTS, MODELLED_ISAS, RECORDING_HOST, Host, Plan, gemm_pieces, plan, rd_block
 
@@ -57,6 +57,7 @@ __all__ = [
     "compute",
     "profile_matmul",
     "vaddps",
+    "pack_weights",
 ]
 
 _OPTIONS = ("onednn_threads", "b_transposed", "host", "beta")
@@ -213,7 +214,7 @@ def run(
         vaddps(np.uint32(0), acc, out=acc)  # the post-op pass after the reduction: 0 + C
     acc = acc.reshape(result_shape)
     if c is not None:
-        prev = np.broadcast_to(c.astype(np.uint32) << np.uint32(16), result_shape)  # bf16 -> f32, exact
+        prev = _f32_bits(c, result_shape)
         if beta == 1.0:
             vaddps(acc, prev, out=acc)  # the sum post-op: C + dst
         else:
@@ -233,13 +234,19 @@ def _operands(a, b):
     return A, np.broadcast_to(codes, batch + codes.shape[-2:]).reshape((-1, K, N))
 
 
+def _f32_bits(c: np.ndarray, shape: tuple) -> np.ndarray:
+    """bf16 bits ``c`` as binary32 bits (exact), broadcast to ``shape``: widened where ``c`` is
+    stored, so that a broadcast ``c`` (a bias expanded over the rows) stays one row."""
+    return np.broadcast_to(stored(c).astype(np.uint32) << np.uint32(16), shape)
+
+
 def _epilogue(acc: np.ndarray, c, beta: float, result_shape: tuple) -> np.ndarray:
     """The sum post-op of oneDNN's gemm:jit and of PyTorch's kernels: ``c + acc`` or
     ``fma(beta, c, acc)``, one rounding (binary32 bits, ``result_shape``)."""
     acc = acc.reshape(result_shape)
     if c is None:
         return acc
-    prev = np.broadcast_to(c.astype(np.uint32) << np.uint32(16), result_shape)
+    prev = _f32_bits(c, result_shape)
     if beta == 1.0:
         return vaddps(acc, prev)
     return vfmadd(prev, np.float32(beta).view(np.uint32), acc)
@@ -315,6 +322,18 @@ def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     return c10_bf16(_epilogue(acc, c, beta, result_shape))
 
 
+def pack_weights(b) -> PackedB:
+    """``b`` (..., K, N), rounded to bf16, packed as the brgemm chains read it: a PackedB that
+    :func:`compute` and :func:`matmul` take in place of ``b`` for the same bits, so that weights
+    used by many calls are packed once. A ``b`` stored transposed (``w.T`` of a row-major ``w``)
+    is read along its rows."""
+    codes = BF16.to_codes(np.asarray(b), "b", "bf16")
+    w = codes.swapaxes(-1, -2)
+    if w.flags.c_contiguous and not codes.flags.c_contiguous:  # B = w.T: read w along its rows
+        return pack_transposed(w, _CHAIN_ISA, "bf16")
+    return pack_codes(np.ascontiguousarray(codes), _CHAIN_ISA, "bf16")
+
+
 def _prepare(a, b, c, b_transposed, pack=True):
     """Operands as bf16 (a as elements, b packed, or as codes in its own layout where ``pack`` is
     False: the ATen kernels), the oneDNN problem, and c's bits."""
@@ -328,14 +347,7 @@ def _prepare(a, b, c, b_transposed, pack=True):
     else:
         b = np.asarray(b)
         M, K, N, batch, result = problem_of(a.shape, b.shape)
-        codes = BF16.to_codes(b, "b", "bf16")
-        w = codes.swapaxes(-1, -2)
-        if not pack:
-            packed = codes
-        elif w.flags.c_contiguous and not codes.flags.c_contiguous:  # B = w.T: read w along its rows
-            packed = pack_transposed(w, _CHAIN_ISA, "bf16")
-        else:
-            packed = pack_codes(np.ascontiguousarray(codes), _CHAIN_ISA, "bf16")
+        packed = pack_weights(b) if pack else BF16.to_codes(b, "b", "bf16")
     a_el = BF16.to_codes(a, "a", "bf16").view(bf16_dtype())
     c_bits = None
     if c is not None:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..api import _LAUNCH
 from ..formats import kernel_input
 from ..kernels.onednn import add_lanes
-from ..kernels.onednn import vaddps as _exact_add
 
-__all__ = ["vaddps"]
+__all__ = ["stored", "vaddps"]
 
 
 def vaddps(x, y, out: np.ndarray | None = None) -> np.ndarray:
@@ -20,16 +21,32 @@ def vaddps(x, y, out: np.ndarray | None = None) -> np.ndarray:
     y = np.asarray(y, np.uint32)
     shape = np.broadcast_shapes(x.shape, y.shape)
     cols = shape[-1] if shape and shape[-1] else 1
-    # C-contiguous 2-D operands (a broadcast one copied out: the kernel vectorises on these)
-    fx, fy = (kernel_input(np.broadcast_to(v, shape)).reshape(-1, cols) for v in (x, y))
-    r = np.empty(fx.shape, np.uint32)
-    special = np.empty(fx.shape, np.bool_)
-    with _LAUNCH:
-        add_lanes(fx, fy, fx.view(np.float32), fy.view(np.float32), r.view(np.float32), special)
-    if special.any():
-        lanes = np.nonzero(special)
-        r[lanes] = _exact_add(fx[lanes], fy[lanes])
-    if out is None:
-        return r.reshape(shape)
-    out[...] = r.reshape(shape)
-    return out
+    rows = math.prod(shape) // cols if cols else 0
+    r = np.empty(shape, np.uint32)
+    direct = out is not None and out.shape == shape and out.dtype == np.uint32 and out.flags.c_contiguous
+    if out is not None and direct:
+        r = out  # (add_lanes reads each row before it writes it)
+    if r.size:
+        with _LAUNCH:
+            add_lanes(_rows(x, shape, rows, cols), _rows(y, shape, rows, cols), r.reshape(rows, cols))
+    if out is not None and not direct:
+        out[...] = r
+        return out
+    return r
+
+
+def _rows(v: np.ndarray, shape: tuple, rows: int, cols: int) -> np.ndarray:
+    """``v`` broadcast to ``shape`` as ``add_lanes`` reads it: one row for all (a scalar, a
+    bias), or every row, C-contiguous (another broadcast, such as a column, is copied out)."""
+    core = stored(v)
+    if core.size == 1:
+        return np.full((1, cols), core.reshape(()), np.uint32)
+    if math.prod(core.shape[:-1]) == 1 and core.shape[-1] == cols:
+        return kernel_input(core).reshape(1, cols)
+    return kernel_input(np.broadcast_to(v, shape)).reshape(rows, cols)
+
+
+def stored(v: np.ndarray) -> np.ndarray:
+    """The part of ``v`` that is stored: its first element along each axis it is broadcast along
+    (stride 0), so that a row expanded over a matrix (a bias) is handled as one row."""
+    return v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.strides)]

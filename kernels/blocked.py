@@ -234,14 +234,21 @@ def _flush_add(C, c_off, ldc, S, lds, rows, cols):
 @njit
 def _split(nthr, nC, M, N, R, NR):
     """Jobs per C matrix along M and along N: one on one thread; else about :data:`JOBS_PER_THREAD`
-    per thread, rows first, which the threads take as they finish (:func:`_job`). (The thread
-    count is an argument: calling ``numba.get_num_threads`` here would keep the entry out of the
-    cache.)"""
+    per thread, which the threads take as they finish (:func:`_job`). Rows are split first while
+    each job keeps a block of :data:`MC` rows, then columns: a job rewrites or reads each chunk
+    of B once per block of its rows, so that jobs of a few rows across all of N (256 x 2048 in 8
+    strips of 32 rows) read B four times as often as jobs of 128 rows by 512 columns, and ran at
+    0.7 of their speed. (The thread count is an argument: calling ``numba.get_num_threads`` here
+    would keep the entry out of the cache.)"""
     if nthr <= 1 or nC >= nthr * JOBS_PER_THREAD:
         return 1, 1
     want = -(-nthr * JOBS_PER_THREAD // nC)
-    rsplit = min(-(-M // R), want)
-    csplit = min(-(-N // NR), -(-want // rsplit))
+    strips = -(-M // R)
+    panels = -(-N // NR)
+    rsplit = min(strips, want, max(1, M // MC))
+    csplit = min(panels, -(-want // rsplit))
+    if rsplit * csplit < want:  # too few columns: smaller strips of rows after all
+        rsplit = min(strips, -(-want // csplit))
     return rsplit, csplit
 
 

@@ -180,6 +180,11 @@ def test_dynamic_jobs_cover_c_once(monkeypatch):
         assert_bits(tilegemm.matmul(a, b, dtype, threads=2), one, dtype)
     assert blocked._split(2, 1, 1024, 1024, 8, 16) == (blocked.JOBS_PER_THREAD * 2, 1)
     assert blocked._split(1, 1, 1024, 1024, 8, 16) == (1, 1)
+    # rows while each job keeps a block of MC rows, then columns; rows again where N is narrow
+    assert blocked.MC == 96 and blocked.JOBS_PER_THREAD == 4
+    assert blocked._split(2, 1, 256, 2048, 8, 16) == (2, 4)
+    assert blocked._split(2, 1, 32, 4096, 8, 16) == (1, 8)
+    assert blocked._split(2, 1, 256, 16, 8, 16) == (8, 1)
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="Numba is limited to one thread here")
@@ -196,9 +201,10 @@ def test_calls_run_on_the_planned_threads(monkeypatch):
     assert r.threads == [1, numba.get_num_threads(), 2]
 
 
-@pytest.mark.parametrize("m,n", [(1, 300), (3, 40), (40, 3)])
+@pytest.mark.parametrize("m,n", [(1, 300), (3, 40), (40, 3), (200, 300)])
 def test_thread_splits_give_identical_bits(m, n):
-    """A matrix-vector product splits N between threads, a tall one M: the bits never change."""
+    """A matrix-vector product splits N between threads, a tall one M, one of two blocks of rows
+    both: the bits never change."""
     rng = np.random.default_rng(4)
     for dtype in ("bf16", "u8s8"):
         a, b = operands(dtype, (2, m, 130), (130, n), rng)

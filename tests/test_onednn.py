@@ -338,6 +338,36 @@ def test_linear_and_batches():
     assert_bits(z, ref.matmul(np.broadcast_to(x[:1], (3, 5, 96)), b), "bmm")
 
 
+def test_weights_prepared_once_give_the_same_bits():
+    """``pack_weights(b, plan.kernel)`` in place of ``b``: the bits of ``b`` itself, on a brgemm
+    host and a gemm:jit one, for every kind of piece the gemm:jit threads make (runs of rows and
+    one-row gemv pieces), a transposed ``b``, a batched one, K tails and a NaN in ``b``."""
+    rng = np.random.default_rng(12)
+    for host, kernel in (("recording-amx", "brgemm"), ("recording-zen4-avx512", "gemm")):
+        # (5 rows of 33 on 3 threads: runs of rows and one-row pieces)
+        for M, K, N, bt, threads in ((5, 385, 33, True, 3), (16, 130, 24, False, 1), (9, 1537, 17, True, 2)):
+            assert onednn.plan(M, K, N, b_transposed=bt, onednn_threads=threads, host=host).kernel == kernel
+            a = rng.standard_normal((M, K)).astype(np.float32)
+            w = rng.standard_normal((N, K)).astype(np.float32)
+            b = w.T if bt else np.ascontiguousarray(w.T)
+            kw = dict(b_transposed=bt, onednn_threads=threads, host=host)
+            prepared = onednn.pack_weights(b, kernel)
+            assert_bits(onednn.matmul(a, prepared, **kw), onednn.matmul(a, b, **kw), f"{host} {M}x{K}x{N}")
+            w[N // 2, K // 3] = np.nan
+            kw_nan = onednn.pack_weights(b, kernel)
+            assert_bits(onednn.matmul(a, kw_nan, **kw), onednn.matmul(a, b, **kw), f"{host} NaN")
+        b3 = rng.standard_normal((2, 96, 20)).astype(np.float32)
+        a3 = rng.standard_normal((2, 6, 96)).astype(np.float32)
+        assert onednn.plan(6, 96, 20, batch=2, host=host).kernel == kernel
+        prepared = onednn.pack_weights(b3, kernel)
+        assert_bits(onednn.matmul(a3, prepared, host=host), onednn.matmul(a3, b3, host=host), f"{host} batched")
+    b = np.ones((130, 24), np.float32)
+    with pytest.raises(ValueError, match="prepared for the gemm:jit kernel"):
+        onednn.matmul(np.ones((16, 130), np.float32), onednn.pack_weights(b, "gemm"), host="recording-amx")
+    with pytest.raises(ValueError, match="not 'transa'"):
+        onednn.pack_weights(b, "transa")
+
+
 def test_bad_input_is_refused():
     a = np.ones((4, 8), np.float32)
     b = np.ones((8, 3), np.float32)

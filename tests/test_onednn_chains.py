@@ -50,6 +50,10 @@ def test_chains_match_the_element_kernels(kernel, kind):
                 got, want = chains.notrans(A, B), _elementwise("notrans", A, B)
             else:
                 got, want = chains.gemm(A, B), _elementwise("gemm", A, B)
+                # B prepared once (row-major, and as the transposed view of W), the same bits
+                for prepared in (chains.GemmWeights(B), chains.GemmWeights(np.swapaxes(W, 1, 2))):
+                    again = chains.gemm(A, B, weights=prepared)
+                    assert again is not None and (again == want).all(), (kind, K)
         if got is None:  # handed to the element kernels: only where a tail's product is not normal
             assert kind != "normal" and kernel != "gemm", (kernel, kind, K)
             continue
@@ -67,6 +71,8 @@ def test_nan_operands_go_to_the_element_kernels():
     assert chains.notrans(A, B) is None
     assert chains.transa(A, np.ascontiguousarray(np.swapaxes(B, 1, 2))) is None
     assert chains.gemm(A, B) is None
+    clean = silicon.operand((1, 4, 64), 5, "normal")
+    assert chains.gemm(clean, A.swapaxes(1, 2), weights=chains.GemmWeights(A.swapaxes(1, 2))) is None  # a NaN in B
     A[0, 1, 7] = 0x7F80  # an infinity is fine: the NaNs it makes are all the default one
     assert chains.gemm(A, B) is not None and chains.notrans(A, B) is not None
 

@@ -161,6 +161,18 @@ def test_parameters_are_packed_once_and_again_after_an_update(monkeypatch):
         lin.weight[3, 5] = 1000.0  # an in-place update: the version moves on
     check(lin)
     assert len(packings()) == 1 and packings()[0] is not kept[0]  # packed again; the old one gone
+    # a gemm:jit host keeps the weight's K blocks, beside the brgemm packing
+    with torch.no_grad(), tt.emulate(onednn_threads=1, host="recording-zen4-avx512"):
+        y = lin(x)
+    want = onednn.linear(
+        _np(x), _np(lin.weight.detach()), _np(lin.bias.detach()), onednn_threads=1, host="recording-zen4-avx512"
+    )
+    assert_bits(_np(y), want, "linear on a gemm:jit host")
+    assert sorted(k[-1] for k in tt._PACKED._entries) == ["brgemm", "gemm"]
+    with torch.no_grad():
+        lin.weight[0, 0] = 3.0
+    check(lin)  # the update drops both kinds of the earlier version
+    assert sorted(k[-1] for k in tt._PACKED._entries) == ["brgemm"]
     activations = _rand(96, 40, seed=4)  # not a parameter: packed per call, never kept
     with tt.emulate(onednn_threads=1):
         torch.matmul(x, activations)

@@ -99,13 +99,14 @@ def from_numpy(bits: np.ndarray) -> torch.Tensor:
 
 
 class _PackedWeights:
-    """Parameters' bf16 views packed for the brgemm chains (``tilegemm.onednn.pack_weights``),
-    kept across calls and modes: packing a weight took a quarter of an emulated forward pass, and
-    the same weights meet every pass. An entry is the packing of one view (data pointer, shape,
-    strides) at one version of the parameter's data: an in-place update (an optimizer step,
-    ``copy_``) bumps the version and the view is packed again. Entries go with their parameter,
-    and the least recently used go first beyond :attr:`limit` bytes. Other tensors (activations)
-    are packed per call, as they change with every pass."""
+    """Parameters' bf16 views prepared for the tile chains of brgemm and the K blocks of gemm:jit
+    (``tilegemm.onednn.pack_weights``), kept across calls and modes: packing a weight took a
+    quarter of an emulated forward pass, and the same weights meet every pass. An entry is the
+    preparation of one view (data pointer, shape, strides) for one kernel at one version of the
+    parameter's data: an in-place update (an optimizer step, ``copy_``) bumps the version and the
+    view is prepared again. Entries go with their parameter, and the least recently used go
+    first beyond :attr:`limit` bytes. Other tensors (activations) are packed per call, as they
+    change with every pass."""
 
     limit = 1 << 30
 
@@ -113,19 +114,20 @@ class _PackedWeights:
         self._entries: dict[tuple, tuple] = {}  # key -> (weakref to the parameter, PackedB), in use order
         self._bytes = 0
 
-    def get(self, b: torch.Tensor):
-        """``b``'s PackedB, packed now if need be; None where ``b`` is not a view of a parameter."""
+    def get(self, b: torch.Tensor, kernel: str = "brgemm"):
+        """``b`` prepared for ``kernel``'s plans (``tilegemm.onednn.pack_weights``), now if need be;
+        None where ``b`` is not a view of a parameter."""
         base = b if b._base is None else b._base
         if not isinstance(base, torch.nn.Parameter):
             return None
-        key = (id(base), base._version, b.data_ptr(), tuple(b.shape), b.stride())
+        key = (id(base), base._version, b.data_ptr(), tuple(b.shape), b.stride(), kernel)
         hit = self._entries.pop(key, None)
         if hit is not None and hit[0]() is base:
             self._entries[key] = hit  # most recently used last
             return hit[1]
-        packed = _onednn.pack_weights(to_numpy(b))
+        packed = _onednn.pack_weights(to_numpy(b), kernel)
         self._entries[key] = (weakref.ref(base, functools.partial(self._forget, key)), packed)
-        self._bytes += packed.data.nbytes
+        self._bytes += _nbytes(packed)
         for old in list(self._entries):
             if self._bytes <= self.limit or old == key:
                 break
@@ -141,11 +143,17 @@ class _PackedWeights:
     def _drop(self, key) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
-            self._bytes -= entry[1].data.nbytes
+            self._bytes -= _nbytes(entry[1])
 
     def clear(self) -> None:
         self._entries.clear()
         self._bytes = 0
+
+
+def _nbytes(prepared) -> int:
+    if isinstance(prepared, _onednn.chains.GemmWeights):
+        return prepared.codes.nbytes + sum(p.data.nbytes for p in prepared.blocks)
+    return prepared.data.nbytes
 
 
 _PACKED = _PackedWeights()
@@ -349,7 +357,7 @@ class emulate(TorchFunctionMode):
         c_np = None
         if post_sum:
             c_np = to_numpy(c.expand(M, N))
-        w = _PACKED.get(b) if p.kernel == "brgemm" else None
+        w = _PACKED.get(b, p.kernel) if p.kernel in ("brgemm", "gemm") else None
         out = _onednn.compute(
             to_numpy(a), to_numpy(b) if w is None else w, p, c=c_np, beta=beta, threads=self.threads, tiling=self.tiling
         )

@@ -225,7 +225,10 @@ def run(
 
 def _operands(a, b):
     """a (..., M, K) and b (codes or a PackedB, (..., K, N)) as (nb, M, K) and (nb, K, N) codes."""
-    codes = b.unpack().view(np.uint16) if isinstance(b, PackedB) else np.asarray(b).view(np.uint16)
+    if isinstance(b, chains.GemmWeights):
+        codes = b.codes
+    else:
+        codes = b.unpack().view(np.uint16) if isinstance(b, PackedB) else np.asarray(b).view(np.uint16)
     K, N = codes.shape[-2:]
     if codes.ndim == 2:  # one product of all of a's rows
         return a.reshape(1, -1, K), codes[None]
@@ -264,7 +267,8 @@ def _run_gemm(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     codes = kernel_input(A).view(np.uint16)
     fast = None
     if any(m1 - m0 > 1 for _, m0, m1, _, _ in pieces):
-        fast = chains.gemm(codes, B.view(np.uint16), threads)  # every row; gemv rows replaced below
+        weights = b if isinstance(b, chains.GemmWeights) else None
+        fast = chains.gemm(codes, B.view(np.uint16), threads, weights)  # every row; gemv rows replaced below
     out = np.empty(A.shape[:2] + (B.shape[2],), np.float32) if fast is None else fast.view(np.float32)
     if fast is not None and all(m1 - m0 > 1 for _, m0, m1, _, _ in pieces):
         return bf16_keep_denormals(_epilogue(_bits(out), c, beta, result_shape))
@@ -322,12 +326,17 @@ def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     return c10_bf16(_epilogue(acc, c, beta, result_shape))
 
 
-def pack_weights(b) -> PackedB:
-    """``b`` (..., K, N), rounded to bf16, packed as the brgemm chains read it: a PackedB that
-    :func:`compute` and :func:`matmul` take in place of ``b`` for the same bits, so that weights
-    used by many calls are packed once. A ``b`` stored transposed (``w.T`` of a row-major ``w``)
-    is read along its rows."""
+def pack_weights(b, kernel: str = "brgemm") -> PackedB | chains.GemmWeights:
+    """``b`` (..., K, N), rounded to bf16, prepared once for the calls of plans with ``kernel``
+    (:attr:`Plan.kernel`): ``compute`` and ``matmul`` take it in place of ``b`` for the same bits,
+    so that weights used by many calls are prepared once. ``"brgemm"``: a PackedB, as the tile
+    chains read it (a ``b`` stored transposed, ``w.T`` of a row-major ``w``, read along its
+    rows); ``"gemm"``: :class:`chains.GemmWeights`, the K blocks of the gemm:jit order."""
     codes = BF16.to_codes(np.asarray(b), "b", "bf16")
+    if kernel == "gemm":
+        return chains.GemmWeights(codes)
+    if kernel != "brgemm":
+        raise ValueError(f"weights are prepared for the 'brgemm' and 'gemm' kernels, not {kernel!r}")
     w = codes.swapaxes(-1, -2)
     if w.flags.c_contiguous and not codes.flags.c_contiguous:  # B = w.T: read w along its rows
         return pack_transposed(w, _CHAIN_ISA, "bf16")
@@ -338,7 +347,12 @@ def _prepare(a, b, c, b_transposed, pack=True):
     """Operands as bf16 (a as elements, b packed, or as codes in its own layout where ``pack`` is
     False: the ATen kernels), the oneDNN problem, and c's bits."""
     a = np.asarray(a)
-    if isinstance(b, PackedB):
+    if isinstance(b, chains.GemmWeights):
+        if pack:
+            raise ValueError("b was prepared for the gemm:jit kernel (pack_weights(b, 'gemm')), not for this plan's")
+        M, K, N, batch, result = problem_of(a.shape, b.shape)
+        packed = b
+    elif isinstance(b, PackedB):
         _, _, instr = resolve(b.isa, b.dtype)
         if instr.b_layout != _INSTR.b_layout:
             raise ValueError(f"b was packed for {b.dtype!r} on isa={b.isa!r}, not for bf16 tile multiplies")
@@ -413,8 +427,9 @@ def matmul(
     ----------
     a : array_like, (..., M, K) or (K,)
         Rounded once to bf16 (RNE) unless already bfloat16.
-    b : array_like (..., K, N), or PackedB
-        Rounded once to bf16; or packed with :func:`tilegemm.pack` (``dtype="bf16"``).
+    b : array_like (..., K, N), or PackedB, or chains.GemmWeights
+        Rounded once to bf16; or packed with :func:`tilegemm.pack` (``dtype="bf16"``); or
+        prepared with :func:`pack_weights` for the plan's kernel.
     c : array_like, optional
         ``addmm``'s input: rounded to bf16 (PyTorch copies it into the bf16 result), broadcast to
         the result, and added by oneDNN's sum post-op in float32 after the product.
@@ -452,7 +467,9 @@ def matmul(
     beta = _check_beta(beta)
     _check_threads("onednn_threads", onednn_threads)
     _check_threads("threads", threads)
-    M, K, N, batch, _ = problem_of(np.shape(a), b.shape if isinstance(b, PackedB) else np.shape(b))
+    M, K, N, batch, _ = problem_of(
+        np.shape(a), b.shape if isinstance(b, (PackedB, chains.GemmWeights)) else np.shape(b)
+    )
     use_c = c is not None and beta != 0.0
     p = plan(
         M, K, N, batch=batch, onednn_threads=onednn_threads, b_transposed=bool(b_transposed), post_sum=use_c, host=host

@@ -30,7 +30,7 @@ from ..formats import bf16_dtype
 from .float32 import vaddps
 from .schedule import gemm_k_blocks
 
-__all__ = ["notrans", "transa", "gemm"]
+__all__ = ["notrans", "transa", "gemm", "GemmWeights"]
 
 _BF = bf16_dtype()
 #: Output floats of one batched call at most (64 MiB): larger products are cut along N.
@@ -158,20 +158,45 @@ def _pairs_swapped(X: np.ndarray, k0: int, k1: int, zero_lone: bool = False) -> 
     return out
 
 
-def gemm(A: np.ndarray, B: np.ndarray, threads=None) -> np.ndarray | None:
-    """oneDNN gemm:jit's gemm kernel on every row (K blocks, each block's pairs odd element
-    first, a lone last element after a +0 weight; ``C = block + C``) on bf16 codes ``A``
-    (nb, M, K) and ``B`` (nb, K, N): float32 bits (nb, M, N), or None."""
-    if _holds_nan(A) or _holds_nan(B):
-        return None
+class GemmWeights:
+    """B of the gemm:jit order, prepared once for many calls: its bf16 codes (nb, K, N), whether
+    they hold a NaN, and for each K block (``gemm_k_blocks``) its rows with each pair swapped,
+    packed for the ``fp32_fma`` chains. :func:`gemm` with ``weights`` does only A's half of the
+    work per call; ``tilegemm.onednn.pack_weights(b, "gemm")`` makes one."""
+
+    def __init__(self, codes: np.ndarray) -> None:
+        from ..packing import pack_codes
+
+        self.codes = np.array(codes, np.uint16)  # (..., K, N), a copy: never a view of the caller's memory
+        self.shape = codes.shape
+        B = codes.reshape((-1,) + codes.shape[-2:])
+        self.nan = _holds_nan(B)
+        self.blocks = [] if self.nan else [pack_codes(b, "fp32_fma", "bf16") for b in _swapped_blocks(B)]
+
+
+def _swapped_blocks(B: np.ndarray):
+    """B's K blocks (nb, k, N), each pair of rows swapped as the gemm:jit kernel reads them, a lone
+    last row after a row of +0 (bf16 codes, C-contiguous)."""
     W = np.swapaxes(B, 1, 2)  # where B is a transposed view, its rows are contiguous along K
-    C = None
-    for k0, k1 in gemm_k_blocks(A.shape[2]):
-        a = _pairs_swapped(A, k0, k1)
+    for k0, k1 in gemm_k_blocks(B.shape[1]):
         if W.flags.c_contiguous:
             b = np.swapaxes(_pairs_swapped(W, k0, k1, zero_lone=True), 1, 2)
         else:  # row-major B: swap its rows (the same permutation along B's K axis)
             b = np.moveaxis(_pairs_swapped(np.moveaxis(B, 1, -1), k0, k1, zero_lone=True), -1, 1)
-        r = _bits(_fma(a.view(_BF), b.view(_BF), threads))
+        yield np.ascontiguousarray(b)
+
+
+def gemm(A: np.ndarray, B: np.ndarray, threads=None, weights: GemmWeights | None = None) -> np.ndarray | None:
+    """oneDNN gemm:jit's gemm kernel on every row (K blocks, each block's pairs odd element
+    first, a lone last element after a +0 weight; ``C = block + C``) on bf16 codes ``A``
+    (nb, M, K) and ``B`` (nb, K, N) (or B's ``weights``, prepared before): float32 bits
+    (nb, M, N), or None."""
+    if _holds_nan(A) or (weights.nan if weights is not None else _holds_nan(B)):
+        return None
+    bs = iter(weights.blocks) if weights is not None else _swapped_blocks(B)
+    C = None
+    for (k0, k1), b in zip(gemm_k_blocks(A.shape[2]), bs):
+        a = _pairs_swapped(A, k0, k1)
+        r = _bits(_fma(a.view(_BF), b if weights is not None else b.view(_BF), threads))
         C = r if C is None else vaddps(r, C)
     return C

@@ -98,6 +98,17 @@ def f32_to_bf16(bits):
 
 
 @njit(cache=True)
+def f32_to_tf32(bits):
+    """binary32 bits -> the binary32 bits of the TF32 value AMX-TF32 reads: a NaN gets its quiet
+    bit (a signalling NaN is quieted, so no NaN becomes an infinity), then the low 13 significand
+    bits are cleared (the magnitude truncated; denormals kept). Branch-free, so loops over it
+    vectorize."""
+    b = np.uint32(bits)
+    nan = (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return (b | (np.uint32(0x00400000) if nan else np.uint32(0))) & np.uint32(0xFFFFE000)
+
+
+@njit(cache=True)
 def bf16_to_f32_daz(code):
     """BF16 code -> binary32 bits, exact; a denormal becomes a zero of its sign."""
     b = np.uint32(np.uint32(code) << np.uint32(16))

@@ -150,9 +150,7 @@ def tf32_rows(mr: int, width: int):
 def truncate(bits):
     """binary32 bits -> TF32's: a NaN gets its quiet bit (a signalling NaN is quieted, and no NaN
     becomes an infinity), then the low 13 significand bits are cleared (``tilegemm.formats.TF32``)."""
-    if (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-        bits |= np.uint32(0x00400000)
-    return bits & np.uint32(0xFFFFE000)
+    return rounding.f32_to_tf32(bits)
 
 
 @njit(cache=True, inline="always")

@@ -251,6 +251,26 @@ def test_tf32_truncate_table():
     assert [o_tf32(s) for s in src] == want.tolist()
 
 
+def test_a_panels_are_truncated_in_the_layout_pass():
+    """A's panels (the kernels' operand) hold each value truncated, from the one compiled pass
+    that lays them out, on float32 and on codes alike; rows and K past A stay zero."""
+    from tilegemm import dispatch, layouts, packing
+    from tilegemm.instructions import resolve
+
+    instr = resolve("amx", "tf32")[2]
+    lay = layouts.get(dispatch.lookup("amx", "tf32", "2x2").family.a_layout)
+    src = np.uint32([s for s, _ in TRUNCATE])
+    want = np.uint32([w for _, w in TRUNCATE])
+    m, k = 3, 21  # a row tail and a K tail: 15 values of A's 16 x 16 tiles past the edge
+    codes = np.resize(src, m * k).reshape(1, m, k)
+    expect = np.zeros((16, 32), np.uint32)  # the bits; assert_u32 compares float32 results by them
+    expect[:m, :k] = np.resize(want, m * k).reshape(m, k)
+    for a in (codes, codes.view(np.float32)):
+        panels, _ = packing.build_a(instr, lay, a, 2)
+        got = panels.view(np.float32)[0, 0].transpose(1, 0, 2).reshape(16, 32)
+        assert_u32(got, expect, f"A panels from {a.dtype}")
+
+
 def test_truncation_through_matmul_and_reference():
     """Each truncated value times 1 (and 1 times it, from B), dst +0: the products are the
     truncated values, except NaNs stay as they are and -0 becomes +0 (+0 + -0)."""

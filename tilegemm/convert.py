@@ -65,6 +65,8 @@ MODE_F32_TO_BF16, MODE_BF16, MODE_FP16, MODE_F32_TO_FP16 = 0, 1, 2, 3
 MODE_BF16_KEEP, MODE_F32_TO_BF16_KEEP = 4, 5
 # binary32 bits laid out as they are: a format without a mode of its own, widened beforehand.
 MODE_BITS32 = 6
+# binary32 bits truncated to TF32 on the way (AMX-TF32's A), in the same pass as the layout.
+MODE_TF32 = 7
 
 
 @lazy_vectorize(["uint16(uint32)"], _DEPENDS)
@@ -150,6 +152,9 @@ def pack_a_float(src, mode, dst):
             elif mode == MODE_BITS32:
                 for kin in range(seg.size):
                     out[kin] = np.uint32(seg[kin])
+            elif mode == MODE_TF32:
+                for kin in range(seg.size):
+                    out[kin] = rounding.f32_to_tf32(np.uint32(seg[kin]))
             else:
                 for kin in range(seg.size):
                     out[kin] = rounding.fp16_to_f32(np.uint16(seg[kin]))

@@ -627,7 +627,15 @@ def tf32_truncate(bits, out=None):
 #: An FP32 operand of AMX-TF32 (TMMULTF32PS): codes are the binary32 bits, as a tile holds them
 #: (other float arrays converted to float32 as NumPy does, RNE); the instruction reads each value
 #: truncated to TF32 (:func:`tf32_truncate`, denormals kept: 11 significant bits at most).
-TF32 = NumberFormat("tf32", "float32", np.dtype(np.uint32), 11, widen=(tf32_truncate, tf32_truncate))
+TF32 = NumberFormat(
+    "tf32",
+    "float32",
+    np.dtype(np.uint32),
+    11,
+    widen=(tf32_truncate, tf32_truncate),
+    # A's panels are truncated in the layout pass itself: one pass over A, not two
+    panel_modes=(("MODE_TF32", "MODE_TF32"), ("MODE_TF32", "MODE_TF32")),
+)
 S8 = NumberFormat("s8", "int8", np.dtype(np.int8), 0)
 U8 = NumberFormat("u8", "uint8", np.dtype(np.uint8), 0)
 #: OCP MXINT8 (ACE's TOP4MXBSSPS): int8 codes standing for code * 2^-6 (0x80 = -2). Integers are

@@ -158,6 +158,29 @@ def _plain(bits):
     return ((e != 0) & (e != 0x7F800000)) | ((bits & 0x7FFFFFFF) == 0)
 
 
+@njit(cache=True, inline="always")
+def _add_row(xb, yb, rb, w):
+    """``rb[:w] = xb[:w] + yb[:w]`` on binary32 bits, as :func:`add_lanes` adds a row: the host's
+    addition where it is exact on every CPU, :func:`add_bits` on the lanes where it may not be."""
+    xf = xb.view(np.float32)
+    yf = yb.view(np.float32)
+    rf = rb.view(np.float32)
+    bad = 0
+    for j in range(w):  # bitwise operators, not and/or: the loop vectorises
+        s = xf[j] + yf[j]
+        rf[j] = s
+        m = abs(s)
+        ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((s == 0) & (xf[j] == -yf[j]))
+        bad |= ~(_plain(xb[j]) & _plain(yb[j]) & ok)
+    if bad:
+        for j in range(w):
+            s = rf[j]
+            m = abs(s)
+            ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((s == 0) & (xf[j] == -yf[j]))
+            if not (_plain(xb[j]) & _plain(yb[j]) & ok):
+                rb[j] = add_bits(xb[j], yb[j])
+
+
 @njit(cache=True, parallel=True)
 def add_lanes(x, y, out):
     """binary32 bits ``out = x + y`` on 2-D uint32 arrays, C-contiguous, each of ``out``'s rows or
@@ -176,28 +199,36 @@ def add_lanes(x, y, out):
     ystep = 1 if y.shape[0] > 1 else 0
     per = max(1, 4096 // max(cols, 1))  # rows per task: short rows (lanes of 16) share a buffer
     for task in prange((rows + per - 1) // per):
-        r = np.empty(cols, np.float32)
-        rb = r.view(np.uint32)
+        r = np.empty(cols, np.uint32)
         for i in range(task * per, min(rows, (task + 1) * per)):
-            xb = x[i * xstep]
-            yb = y[i * ystep]
-            xf = xb.view(np.float32)
-            yf = yb.view(np.float32)
-            bad = 0
-            for j in range(cols):  # bitwise operators, not and/or: the loop vectorises
-                s = xf[j] + yf[j]
-                r[j] = s
-                m = abs(s)
-                ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((s == 0) & (xf[j] == -yf[j]))
-                bad |= ~(_plain(xb[j]) & _plain(yb[j]) & ok)
-            if bad:
-                for j in range(cols):
-                    s = r[j]
-                    m = abs(s)
-                    ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((s == 0) & (xf[j] == -yf[j]))
-                    if not (_plain(xb[j]) & _plain(yb[j]) & ok):
-                        rb[j] = add_bits(xb[j], yb[j])
-            out[i, :] = rb
+            _add_row(x[i * xstep], y[i * ystep], r, cols)
+            out[i, :] = r
+
+
+#: Columns per task of :func:`add_tree`: the leaves and every sum of a strip of 256 stay in L2
+#: (64 leaves and 63 sums: 127 KiB).
+TREE_STRIP = 256
+
+
+@njit(cache=True, parallel=True)
+def add_tree(leaves, ops, out):
+    """A fixed tree of binary32 additions over the rows of ``leaves`` (n, X) uint32, C-contiguous,
+    into ``out`` (X,): addition ``i`` adds values ``ops[i, 0]`` and ``ops[i, 1]`` in that order,
+    where value ``v < n`` is ``leaves[v]`` and ``v >= n`` is the sum of addition ``v - n``; the
+    last addition's sum is the result. Each addition is :func:`add_lanes`' on every lane, so the
+    bits are those of the same additions made one array at a time; a strip of columns at a time,
+    so that the tree's sums never leave the cache."""
+    n, X = leaves.shape
+    nops = ops.shape[0]
+    for task in prange((X + TREE_STRIP - 1) // TREE_STRIP):
+        x0 = task * TREE_STRIP
+        w = min(X, x0 + TREE_STRIP) - x0
+        val = np.empty((n + nops, TREE_STRIP), np.uint32)
+        for v in range(n):
+            val[v, :w] = leaves[v, x0 : x0 + w]
+        for i in range(nops):
+            _add_row(val[ops[i, 0]], val[ops[i, 1]], val[n + i], w)
+        out[x0 : x0 + w] = val[n + nops - 1, :w]
 
 
 @lazy_vectorize(["uint32(uint32, uint32)"], _DEPENDS)

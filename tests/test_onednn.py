@@ -111,6 +111,41 @@ def test_fast_vaddps_is_the_exact_one():
     assert_bits(lanes.view(np.float32), want.view(np.float32), "short rows into x")
 
 
+def test_a_tree_of_additions_in_one_pass_is_the_additions_one_by_one():
+    """``onednn.add_tree`` against ``kernels.onednn.vaddps`` applied addition by addition: ATen's
+    64-accumulator tree and a lopsided one (a chain, operands both ways round), on lanes of every
+    kind (NaNs of every payload, infinities, denormals, cancellations to zero and into the
+    denormals), over a width that ends mid-strip."""
+    from tilegemm.onednn import chains
+    from tilegemm.onednn.float32 import add_tree
+
+    rng = np.random.default_rng(77)
+    leaves = rng.integers(0, 2**32, (64, 3, 345), dtype=np.uint64).astype(np.uint32)
+    leaves[1::2, :, ::5] = leaves[::2, :, ::5] ^ np.uint32(0x80000000)  # exactly opposite pairs
+    leaves[1::2, :, 1::5] = leaves[::2, :, 1::5] ^ np.uint32(0x80000001)  # nearly: denormal sums
+    leaves[:, :, 2::5] &= np.uint32(0x807FFFFF)  # denormals and zeros
+    leaves[:, :, 3::5] = (leaves[:, :, 3::5] & np.uint32(0x81FFFFFF)) | np.uint32(0x3E000000)  # ordinary
+    chain = [(0, 1)] + [(64 + i, i + 2) if i % 2 else (i + 2, 64 + i) for i in range(62)]
+    tree = chains._transa_tree()
+    assert tree.shape == (63, 2) and sorted(tree.ravel().tolist()) == list(range(126))  # each value once
+    for name, ops in (("ATen's tree", tree), ("a chain", np.array(chain))):
+        vals = list(leaves)
+        for x, y in ops:
+            vals.append(epi.vaddps(vals[x], vals[y]))
+        got = add_tree(leaves, ops)
+        assert got.shape == (3, 345)
+        assert_bits(got.view(np.float32), vals[-1].view(np.float32), name)
+    # the tree is ATen's order: registers r[i] += r[i + step], then the lanes as _lanes8 adds them
+    R = leaves.reshape(8, 8, 3, 345)
+    for step in (4, 2, 1):
+        R = epi.vaddps(R[:step], R[step : 2 * step])
+    want = chains._lanes8([R[0, lane] for lane in range(8)])
+    assert_bits(add_tree(leaves, tree).view(np.float32), want.view(np.float32), "the transa order")
+    for bad in ([(0, 64)], [(0, -1)], np.zeros((0, 2))):
+        with pytest.raises(ValueError, match="addition|ops"):
+            add_tree(leaves, bad)
+
+
 def test_vfmadd_against_exact_rationals():
     rng = np.random.default_rng(1412)
     x = _bits32(rng, 2000)

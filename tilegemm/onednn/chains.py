@@ -7,7 +7,8 @@ the K indices in some order, followed by float32 additions in a fixed tree
 ``ks`` is exactly ``tilegemm.matmul(A[:, ks], B[ks], isa="fp32_fma")``: that profile is one
 binary32 FMA per K element in K order, denormals kept (``docs/isa-profiles.md``). So each
 kernel's chains become one batched call of the library's own FMA kernels, the chains as the
-batch, and the tree becomes :func:`tilegemm.onednn.vaddps` calls on whole arrays.
+batch, and the tree becomes :func:`tilegemm.onednn.vaddps` calls on whole arrays (ATen's tree of
+64 accumulators one :func:`float32.add_tree` pass).
 
 Two cases are left to the compiled kernels of ``tilegemm.kernels.aten`` and
 ``tilegemm.kernels.gemm_jit``, which take every element one by one (the functions here return
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..api import matmul as _tile_matmul
 from ..formats import bf16_dtype
-from .float32 import vaddps
+from .float32 import add_tree, vaddps
 from .schedule import gemm_k_blocks
 
 __all__ = ["notrans", "transa", "gemm", "GemmWeights"]
@@ -103,6 +104,29 @@ def _lanes8(v: list[np.ndarray]) -> np.ndarray:
     return vaddps(vaddps(h[0], h[2]), vaddps(h[1], h[3]))
 
 
+def _transa_tree() -> np.ndarray:
+    """The additions that fold ATen's 64 AVX2 accumulators (register ``t // 8``, lane ``t % 8``)
+    into one sum, as :func:`float32.add_tree` takes them: registers ``r[i] += r[i + step]`` for
+    step 4, 2, 1, then the 8 lanes of ``r[0]`` as :func:`_lanes8` adds them."""
+    ops: list[tuple[int, int]] = []
+
+    def add(x: int, y: int) -> int:
+        ops.append((x, y))
+        return 64 + len(ops) - 1
+
+    regs = [[8 * r + lane for lane in range(8)] for r in range(8)]
+    for step in (4, 2, 1):
+        regs = [[add(regs[r][lane], regs[r + step][lane]) for lane in range(8)] for r in range(step)]
+    v = regs[0]
+    h = [add(v[i], v[i + 4]) for i in range(4)]
+    left = add(h[0], h[2])
+    add(left, add(h[1], h[3]))
+    return np.array(ops, np.int64)
+
+
+_TRANSA_TREE = _transa_tree()
+
+
 def transa(A: np.ndarray, W: np.ndarray, threads=None) -> np.ndarray | None:
     """ATen's ``transa`` order (the AVX2 dot product: 8 x 8 lanes over blocks of 64, 8 lanes over
     blocks of 16, an unfused scalar tail) on bf16 codes ``A`` (nb, M, K) and ``W`` (nb, N, K):
@@ -120,10 +144,7 @@ def transa(A: np.ndarray, W: np.ndarray, threads=None) -> np.ndarray | None:
             a64 = A[..., :main].reshape(nb, M, main // 64, 64).transpose(3, 0, 1, 2).reshape(64 * nb, M, main // 64)
             w64 = Wc[..., :main].reshape(nb, n, main // 64, 64).transpose(3, 0, 2, 1).reshape(64 * nb, main // 64, n)
             R = _bits(_fma(np.ascontiguousarray(a64).view(_BF), np.ascontiguousarray(w64).view(_BF), threads))
-            R = R.reshape(8, 8, nb, M, n)  # register, lane
-            for step in (4, 2, 1):  # r[i] += r[i + step]
-                R = vaddps(R[:step], R[step : 2 * step])
-            total = _lanes8([R[0, lane] for lane in range(8)])
+            total = add_tree(R.reshape(64, nb, M, n), _TRANSA_TREE)
         else:
             total = np.zeros((nb, M, n), np.uint32)
         tail = [np.zeros((nb, M, n), np.uint32) for _ in range(8)]

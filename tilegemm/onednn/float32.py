@@ -9,8 +9,9 @@ import numpy as np
 from ..api import _LAUNCH
 from ..formats import kernel_input
 from ..kernels.onednn import add_lanes
+from ..kernels.onednn import add_tree as _add_tree
 
-__all__ = ["stored", "vaddps"]
+__all__ = ["add_tree", "stored", "vaddps"]
 
 
 def vaddps(x, y, out: np.ndarray | None = None) -> np.ndarray:
@@ -33,6 +34,27 @@ def vaddps(x, y, out: np.ndarray | None = None) -> np.ndarray:
         out[...] = r
         return out
     return r
+
+
+def add_tree(leaves: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """binary32 bits: a fixed tree of :func:`vaddps` additions over ``leaves`` (n, ...), made in
+    one pass that keeps each strip's sums in cache (``kernels.onednn.add_tree``). ``ops`` (k, 2):
+    addition ``i`` adds values ``ops[i]`` in that order, value ``v < n`` being ``leaves[v]`` and
+    ``v >= n`` the sum of addition ``v - n``; the last sum is returned, of shape ``leaves[0]``'s."""
+    n = leaves.shape[0]
+    flat = np.ascontiguousarray(leaves, np.uint32).reshape(n, -1)
+    ops = np.asarray(ops, np.int64)
+    if ops.ndim != 2 or ops.shape[1] != 2 or not len(ops):
+        raise ValueError(f"ops must be a non-empty (k, 2) array of additions, not shape {ops.shape}")
+    limit = n + np.arange(len(ops))  # each addition reads leaves and earlier sums only
+    if (ops < 0).any() or (ops >= limit[:, None]).any():
+        i = int(np.argmax((ops < 0).any(axis=1) | (ops >= limit[:, None]).any(axis=1)))
+        raise ValueError(f"addition {i} reads value {ops[i].tolist()}: only 0 to {limit[i] - 1} exist then")
+    out = np.empty(flat.shape[1], np.uint32)
+    if out.size:
+        with _LAUNCH:
+            _add_tree(flat, ops, out)
+    return out.reshape(leaves.shape[1:])
 
 
 def _rows(v: np.ndarray, shape: tuple, rows: int, cols: int) -> np.ndarray:

@@ -40,8 +40,6 @@ _SIGN = np.uint32(0x80000000)
 _QNAN = np.uint32(0xFFC00000)  # x86's "real indefinite": inf - inf, 0 * inf
 _TWO_149 = 2.0**149
 _MIN_NORMAL = 2.0**-126
-_MIN_NORMAL_F32 = np.float32(2.0**-126)
-_MAX_F32 = np.float32(np.finfo(np.float32).max)
 
 
 @njit(cache=True)
@@ -143,41 +141,39 @@ def fma_bits(x, y, z):
     return encode(s, t)
 
 
-@njit(cache=True)
-def _normal(bits):
-    """Whether binary32 ``bits`` is a normal number (not zero, denormal, infinite or NaN)."""
-    e = bits & 0x7F800000
-    return e != 0 and e != 0x7F800000
-
-
-@njit(cache=True)
-def _plain(bits):
-    """Whether binary32 ``bits`` is a zero or a normal number (not denormal, infinite or NaN);
-    bitwise operators, not ``and``/``or``, so that the loops vectorise."""
-    e = bits & 0x7F800000
-    return ((e != 0) & (e != 0x7F800000)) | ((bits & 0x7FFFFFFF) == 0)
+@njit(cache=True, inline="always")
+def _host_sum_exact(x, y, s):
+    """Whether ``s``, the host's binary32 sum of bits ``x`` and ``y``, is IEEE's on every CPU and
+    under every FTZ/DAZ setting: ``x`` and ``y`` zeros or normal numbers, and ``s`` a normal
+    number or a zero they explain (``x == -y``; a zero FTZ made of a denormal is not). Integer
+    operations only, so that the loop over a row vectorizes."""
+    ex = x & 0x7F800000
+    ey = y & 0x7F800000
+    es = s & 0x7F800000
+    plain_x = ((ex != 0) & (ex != 0x7F800000)) | ((x & 0x7FFFFFFF) == 0)
+    plain_y = ((ey != 0) & (ey != 0x7F800000)) | ((y & 0x7FFFFFFF) == 0)
+    normal_s = (es != 0) & (es != 0x7F800000)
+    cancel = ((s & 0x7FFFFFFF) == 0) & (((x ^ 0x80000000) == y) | (((x | y) & 0x7FFFFFFF) == 0))
+    return plain_x & plain_y & (normal_s | cancel)
 
 
 @njit(cache=True, inline="always")
 def _add_row(xb, yb, rb, w):
-    """``rb[:w] = xb[:w] + yb[:w]`` on binary32 bits, as :func:`add_lanes` adds a row: the host's
-    addition where it is exact on every CPU, :func:`add_bits` on the lanes where it may not be."""
+    """``rb[:w] = xb[:w] + yb[:w]`` on binary32 bits (``rb`` another row than the operands): the
+    host's addition where it is exact on every CPU, :func:`add_bits` on the lanes where it may
+    not be. Two loops, the sums and then the check, because LLVM vectorizes neither loop when
+    they are one (a store beside a reduction)."""
     xf = xb.view(np.float32)
     yf = yb.view(np.float32)
     rf = rb.view(np.float32)
-    bad = 0
-    for j in range(w):  # bitwise operators, not and/or: the loop vectorises
-        s = xf[j] + yf[j]
-        rf[j] = s
-        m = abs(s)
-        ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((s == 0) & (xf[j] == -yf[j]))
-        bad |= ~(_plain(xb[j]) & _plain(yb[j]) & ok)
+    for j in range(w):
+        rf[j] = xf[j] + yf[j]
+    bad = np.uint32(0)
+    for j in range(w):
+        bad |= np.uint32(1) - np.uint32(_host_sum_exact(xb[j], yb[j], rb[j]))
     if bad:
         for j in range(w):
-            s = rf[j]
-            m = abs(s)
-            ok = ((m >= _MIN_NORMAL_F32) & (m <= _MAX_F32)) | ((s == 0) & (xf[j] == -yf[j]))
-            if not (_plain(xb[j]) & _plain(yb[j]) & ok):
+            if not _host_sum_exact(xb[j], yb[j], rb[j]):
                 rb[j] = add_bits(xb[j], yb[j])
 
 

@@ -269,9 +269,15 @@ def matmul(
         operands = [("a", a)] + ([("b", packed.data)] if packed is not None else [("b", b_arr)])
         _check_out(out, result_shape, name, instr, operands)
     # -- nothing above writes; from here on the inputs are valid ---------------------------
-    C = out if out is not None else np.empty(result_shape, instr.acc)
-    if not accumulate:
-        C[...] = 0
+    if out is None:
+        # calloc's zero pages: the kernels' first writes fault them in already zero, where
+        # np.empty and a fill would write all of C once more (the chains of tilegemm.onednn
+        # return 64 outputs per output)
+        C = np.zeros(result_shape, instr.acc)
+    else:
+        C = out
+        if not accumulate:
+            C[...] = 0
     if K == 0 or C.size == 0:
         return C  # no instruction runs: C stays as it was (accumulate) or zero
     C3 = C.reshape((-1, M, N)).view(instr.kernel_acc)  # complex: interleaved (re, im) float32

@@ -147,14 +147,16 @@ def transa(A: np.ndarray, W: np.ndarray, threads=None) -> np.ndarray | None:
             total = add_tree(R.reshape(64, nb, M, n), _TRANSA_TREE)
         else:
             total = np.zeros((nb, M, n), np.uint32)
-        tail = [np.zeros((nb, M, n), np.uint32) for _ in range(8)]
         if mid > main:  # lane t takes k = main + 8 i + t
             c = (mid - main) // 8
             a8 = A[..., main:mid].reshape(nb, M, c, 8).transpose(3, 0, 1, 2).reshape(8 * nb, M, c)
             w8 = Wc[..., main:mid].reshape(nb, n, c, 8).transpose(3, 0, 2, 1).reshape(8 * nb, c, n)
             T = _bits(_fma(np.ascontiguousarray(a8).view(_BF), np.ascontiguousarray(w8).view(_BF), threads))
-            tail = list(T.reshape(8, nb, M, n))
-        total = vaddps(total, _lanes8(tail))  # also with no block of 16: -0 + +0 = +0
+            total = vaddps(total, _lanes8(list(T.reshape(8, nb, M, n))))
+        else:
+            # No block of 16: ATen still adds its 8 lanes of +0, which leaves every sum as it is
+            # but -0 (-0 + +0 = +0). The sums are quiet NaNs or numbers, so that is all it does.
+            total = np.where(total == np.uint32(0x80000000), np.uint32(0), total)
         if mid < K:  # the scalar tail, unfused: the same as fused here (_products_normal)
             acc = np.ascontiguousarray(total).view(np.float32)
             wt = np.ascontiguousarray(np.swapaxes(Wc[..., mid:], 1, 2))

@@ -146,6 +146,26 @@ def test_a_tree_of_additions_in_one_pass_is_the_additions_one_by_one():
             add_tree(leaves, bad)
 
 
+def test_the_float32_additions_vectorize():
+    """The sums and the exactness check of the float32 additions (``kernels.onednn._add_row``,
+    which ``vaddps`` and ``add_tree`` run on every row) compile to vector code for this host:
+    written as one loop that both stored the sums and folded the check, they compiled to scalar
+    adds (vaddss) on znver3."""
+    import re
+
+    from numba import njit
+
+    @njit
+    def row(x, y, r, w):
+        epi._add_row(x, y, r, w)
+
+    a = np.zeros(64, np.uint32)
+    row(a, a, a.copy(), 64)
+    ir = row.inspect_llvm(row.signatures[0])
+    assert re.search(r"fadd (?:[a-z]+ )*<\d+ x float>", ir), "the sums are scalar"
+    assert "llvm.vector.reduce.or" in ir, "the check is scalar"
+
+
 def test_vfmadd_against_exact_rationals():
     rng = np.random.default_rng(1412)
     x = _bits32(rng, 2000)

@@ -146,6 +146,34 @@ def test_a_tree_of_additions_in_one_pass_is_the_additions_one_by_one():
             add_tree(leaves, bad)
 
 
+@pytest.mark.skipif(not __import__("fpenv").X86, reason="MXCSR's FTZ and DAZ are x86's")
+def test_the_fast_additions_ignore_the_callers_ftz_and_daz():
+    """The host's addition serves only lanes that FTZ and DAZ cannot touch: with both set on the
+    calling thread (one thread, so the additions run there), ``vaddps`` and ``add_tree`` give
+    the same bits as without, on operands and sums in the denormal range."""
+    import numba
+    from fpenv import DAZ, FTZ, get_mxcsr, mxcsr_flags
+
+    from tilegemm.onednn.float32 import add_tree
+
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 2**32, (64, 999), dtype=np.uint64).astype(np.uint32)
+    x[:, ::3] &= np.uint32(0x80FFFFFF)  # exponents 0 and 1: denormals and the smallest normals
+    x[1::2, 1::3] = x[::2, 1::3] ^ np.uint32(0x80000001)  # sums into the denormals
+    tree = np.array([(2 * i, 2 * i + 1) for i in range(32)] + [(64 + i, 65 + i) for i in range(0, 62, 2)])
+    want = epi.vaddps(x[::2], x[1::2]), add_tree(x, tree)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        with mxcsr_flags(FTZ | DAZ):
+            assert get_mxcsr() & (FTZ | DAZ) == FTZ | DAZ
+            got = onednn.vaddps(x[::2], x[1::2]), add_tree(x, tree)
+    finally:
+        numba.set_num_threads(threads)
+    for g, w, what in zip(got, want, ("vaddps", "add_tree")):
+        assert_bits(g.view(np.float32), w.view(np.float32), f"{what} under FTZ|DAZ")
+
+
 def test_the_float32_additions_vectorize():
     """The sums and the exactness check of the float32 additions (``kernels.onednn._add_row``,
     which ``vaddps`` and ``add_tree`` run on every row) compile to vector code for this host:

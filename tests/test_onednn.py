@@ -144,6 +144,8 @@ def test_a_tree_of_additions_in_one_pass_is_the_additions_one_by_one():
     for bad in ([(0, 64)], [(0, -1)], np.zeros((0, 2))):
         with pytest.raises(ValueError, match="addition|ops"):
             add_tree(leaves, bad)
+    with pytest.raises(ValueError, match="float32"):  # values, not bits: never cast to integers
+        add_tree(leaves.view(np.float32), tree)
 
 
 @pytest.mark.skipif(not __import__("fpenv").X86, reason="MXCSR's FTZ and DAZ are x86's")

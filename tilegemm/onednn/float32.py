@@ -41,8 +41,11 @@ def add_tree(leaves: np.ndarray, ops: np.ndarray) -> np.ndarray:
     one pass that keeps each strip's sums in cache (``kernels.onednn.add_tree``). ``ops`` (k, 2):
     addition ``i`` adds values ``ops[i]`` in that order, value ``v < n`` being ``leaves[v]`` and
     ``v >= n`` the sum of addition ``v - n``; the last sum is returned, of shape ``leaves[0]``'s."""
+    leaves = np.asarray(leaves)
+    if leaves.dtype != np.uint32 or leaves.ndim < 1:
+        raise ValueError(f"leaves must be binary32 bits (uint32, one row or more), not {leaves.dtype} {leaves.shape}")
     n = leaves.shape[0]
-    flat = np.ascontiguousarray(leaves, np.uint32).reshape(n, -1)
+    flat = np.ascontiguousarray(leaves).reshape(n, -1)
     ops = np.asarray(ops, np.int64)
     if ops.ndim != 2 or ops.shape[1] != 2 or not len(ops):
         raise ValueError(f"ops must be a non-empty (k, 2) array of additions, not shape {ops.shape}")

@@ -67,7 +67,9 @@ def _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
                 rows,
                 cols,
                 variant,
-                job,
+                # prange's index is int64 where Numba types the loop before the parfor pass and
+                # uint64 in the parallel body it builds; as is, both types compiled a superblock.
+                np.int64(job),
                 sm,
                 sn,
                 M,

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 from cases import CASES
 from conftest import ALL_DTYPES, FLOAT_DTYPES, SEED_TILINGS, assert_bits, instr, operands, reference_stack
+from numba.core import types
 
 import tilegemm
-from tilegemm import plan
+from tilegemm import convert, dispatch, plan
+from tilegemm.kernels import gemm
 
 
 @pytest.mark.parametrize("tiling", SEED_TILINGS)
@@ -93,6 +95,31 @@ def test_strided_transposed_readonly_inputs_untouched(dtype):
     assert_bits(tilegemm.matmul(at, bv, dtype), want, "strided")
     assert_bits(tilegemm.matmul(a.T.copy().T, b.T.copy().T, dtype), want, "transposed views")
     assert np.array_equal(at, copies[0]) and np.array_equal(bs, copies[1])
+
+
+def test_the_inputs_layout_and_writeability_compile_nothing_of_their_own(monkeypatch):
+    """Numba compiles a function once per argument type, and an array's layout and writeability
+    and an integer's signedness are part of its type. The A packer takes every A one way, and the
+    superblock loop hands its job index on as int64 both where Numba types the loop and in the
+    parallel body it builds (where a prange index is uint64): each would otherwise compile twice."""
+    monkeypatch.setattr(dispatch.Kernel, "blocked_name", property(lambda self: None))
+    rng = np.random.default_rng(5)
+    a, b = (x.astype(np.float32) for x in operands("fp16", (40, 48), (48, 36), rng))
+    want = tilegemm.reference.matmul(a, b, "fp16")
+    readonly = a.copy()
+    readonly.flags.writeable = False
+    for name, x in (("C order", a), ("Fortran order", np.asfortranarray(a)), ("read-only", readonly)):
+        assert_bits(tilegemm.matmul(x, b, "fp16"), want, name)
+    assert convert.pack_a_float.signatures
+    for sig in convert.pack_a_float.signatures:
+        assert sig[0].layout == "C" and not sig[0].mutable, sig
+    # The superblock is compiled with the loop that calls it, which may have come from the cache:
+    # its specializations are those of this process and those the cache holds for this source.
+    index = gemm._superblock._cache._cache_file._load_index()
+    superblocks = set(gemm._superblock.signatures) | {key[0] for key in index}
+    assert superblocks, "no superblock was compiled or cached"
+    for sig in superblocks:
+        assert types.uint64 not in sig, sig
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)

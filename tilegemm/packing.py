@@ -350,7 +350,7 @@ def build_a(instr: Instruction, lay: layouts.Layout, a: np.ndarray, k_blocks: in
         if a.dtype == np.float32:
             a = fmt.to_codes(a, "a", instr.mnemonic)
         A = np.zeros(panels, fmt.storage)
-        convert.pack_a_int(a, A)
+        convert.pack_a_int(kernel_input(a), A)
         return A, None
     if fmt.minifloat is not None:
         if a.dtype == np.float32:  # headed for an 8-bit float: rounded here (RNE, as ml_dtypes)
@@ -366,7 +366,8 @@ def build_a(instr: Instruction, lay: layouts.Layout, a: np.ndarray, k_blocks: in
         codes = fmt.f32_round(a.view(np.uint32)) if f32 else a  # type: ignore[misc]
         a = np.ascontiguousarray(fmt.widen_fn(instr.daz_inputs)(codes), np.uint32)
         f32, mode = False, convert.MODE_BITS32
-    lo, hi = convert.pack_a_float(a.view(np.uint32) if f32 else a, mode, out)
+    # One compiled pass per dtype, whatever the caller's layout (a transposed A) and writeability.
+    lo, hi = convert.pack_a_float(kernel_input(a.view(np.uint32) if f32 else a), mode, out)
     return out.view(np.float32), (None if lo > hi else (int(lo), int(hi)))
 
 

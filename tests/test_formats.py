@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -25,11 +27,33 @@ def test_bf16_widening_all_patterns():
     assert_bits(got, want, "bf16 -> f32")
 
 
+def _fp16_bits_as_f32(h):
+    """binary16 codes -> binary32 bits from the fields: finite values through float64's ldexp
+    (every one exact in binary32), NaN and infinity by placing the fraction. Not NumPy's float16
+    cast, which is the CPU's conversion on some hosts (arm64's FCVT quiets a signaling NaN)."""
+    h = h.astype(np.int64)
+    e, m = (h >> 10) & 0x1F, h & 0x3FF
+    mag = np.ldexp(np.where(e > 0, m + 1024, m).astype(np.float64), np.where(e > 0, e - 25, -24))
+    bits = mag.astype(np.float32).view(np.uint32)
+    bits = np.where(e == 0x1F, np.uint32(0x7F800000) | (m << 13).astype(np.uint32), bits)
+    return bits.astype(np.uint32) | ((h & 0x8000) << 16).astype(np.uint32)
+
+
 def test_fp16_widening_all_patterns_keeps_denormals():
     got = fp16_to_f32(ALL16).view(np.float32)
-    want = ALL16.view(np.float16).astype(np.float32)
-    assert_bits(got, want, "fp16 -> f32")
+    assert_bits(got, _fp16_bits_as_f32(ALL16).view(np.float32), "fp16 -> f32")
     assert got[1] == 2.0**-24  # smallest FP16 denormal survives
+    assert got.view(np.uint32)[0x7C01] == 0x7F802000  # a signaling NaN keeps its quiet bit clear
+
+
+def test_fp16_decode_gives_the_same_bits_on_every_host():
+    """FP16 codes read back as values (the references read their operands so) keep every bit,
+    signaling NaNs included, without a floating-point warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = formats.FP16.decode(ALL16.reshape(256, 256))
+    assert got.shape == (256, 256) and got.dtype == np.float32
+    assert_bits(got.ravel(), _fp16_bits_as_f32(ALL16).view(np.float32), "FP16.decode")
 
 
 def _f32_sample():

@@ -6,11 +6,30 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import assert_bits, link_half_helpers
-from numba import njit
+from numba import literally, njit
 
-from tilegemm.kernels import isa
+from tilegemm.kernels import gemm, isa, tiles
+from tilegemm.kernels._cache import stamp_with_dependencies
 
 STEPS = 3
+
+
+@njit(cache=True)
+def _run(A, B, C, scratch, lda, b_step, mr, nc, together, variant):
+    """``variant``'s body through the dispatch the superblock loop calls it by
+    (``tiles.tile_steps``): the STEPS steps in one call, or one call per step."""
+    literally(variant)  # the body is chosen at compile time, as in the loop
+    a_step = 16 * lda
+    if together:
+        tiles.tile_steps(A, 0, lda, mr, B, 0, C, 0, 16, nc, scratch, variant, (), 0, 0, 0, STEPS, b_step)
+    else:
+        for t in range(STEPS):
+            tiles.tile_steps(A, t * a_step, lda, mr, B, t * b_step, C, 0, 16, nc, scratch, variant, (), 0, 0, 0, 1, 0)
+
+
+# Cached (a closure over a body would compile on every run) and stamped with the kernel sources
+# it compiles in, so that an edit to a body recompiles it.
+stamp_with_dependencies(_run, gemm.DEPENDENCIES)
 
 
 def _operands(variant, rng):
@@ -50,18 +69,9 @@ def _operands(variant, rng):
 )
 def test_steps_in_one_call_equal_one_call_per_step(variant):
     """A whole tile (C in place) and a partial one (C through the scratch block)."""
-    tile = isa.TILE_BODIES[variant]
+    assert variant in isa.TILE_BODIES and variant in tiles.STEP_BODIES
     if variant == isa.F16ACC_NATIVE:
         link_half_helpers()
-
-    @njit
-    def run(A, B, C, scratch, lda, b_step, mr, nc, together):
-        a_step = 16 * lda
-        if together:
-            tile(A, 0, lda, mr, B, 0, C, 0, 16, nc, scratch, STEPS, a_step, b_step)
-        else:
-            for t in range(STEPS):
-                tile(A, t * a_step, lda, mr, B, t * b_step, C, 0, 16, nc, scratch, 1, 0, 0)
 
     rng = np.random.default_rng(variant)
     a, b, c, k_step = _operands(variant, rng)
@@ -75,7 +85,7 @@ def test_steps_in_one_call_equal_one_call_per_step(variant):
         out = {}
         for together in (True, False):
             C = c.copy()
-            run(a, b, C, np.zeros(256, c.dtype), lda, 16 * k_step, mr, nc, together)
+            _run(a, b, C, np.zeros(256, c.dtype), lda, 16 * k_step, mr, nc, together, variant)
             out[together] = C
         # C's codes as values: NaN payloads are not compared
         view = np.float16 if variant in (isa.F16ACC, isa.F16ACC_NATIVE) else c.dtype

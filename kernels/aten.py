@@ -13,12 +13,20 @@ rounded on the 2^-149 grid in binary64. The operands reach the kernels as bf16 c
 read through ``V``, the table of every code's value as float64 (:data:`VALUES`, built from the
 fields, so no MXCSR.DAZ can touch a denormal): no pass over the operands converts them first.
 The results are written as float32, exactly (a denormal result is flushed only if the caller set MXCSR.FTZ).
+
+:func:`transa_fast` is ``transa`` in the host's binary32 arithmetic, for operands proved to keep
+every value in flight a binary32 normal or zero (its docstring).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .vector import _data, ir_loop
 
 _TWO_149 = 2.0**149
 _TWO_M149 = 2.0**-149
@@ -106,15 +114,20 @@ def _lanes(v, o):
     return r32(r32(h0 + h2) + r32(h1 + h3))
 
 
+@njit(cache=True, inline="always")
+def _transa_shape(A, W):
+    """transa's sizes, its jobs (a batch and a block of columns each) and its K blocks' ends:
+    blocks of 64 up to ``main``, of 16 up to ``mid``, then the scalar tail."""
+    nb, M, K = A.shape
+    N = W.shape[1]
+    return nb, M, K, N, (N + _TRANSA_COLS - 1) // _TRANSA_COLS, K - K % 64, K - K % 16
+
+
 @njit(cache=True, parallel=True)
 def transa(A, W, V, out):
     """``out[b] = A[b] @ W[b].T`` (A (nb, M, K), W (nb, N, K), out float32 (nb, M, N)) in the
     AVX2 dot product's order (:mod:`tilegemm.reference.aten`)."""
-    nb, M, K = A.shape
-    N = W.shape[1]
-    nblocks = (N + _TRANSA_COLS - 1) // _TRANSA_COLS
-    main = K - K % 64
-    mid = K - K % 16
+    nb, M, K, N, nblocks, main, mid = _transa_shape(A, W)
     for job in prange(nb * nblocks):
         b = job // nblocks
         j0 = (job % nblocks) * _TRANSA_COLS
@@ -138,6 +151,105 @@ def transa(A, W, V, out):
                 for k in range(mid, K):
                     total = mul_add(total, V[A[b, i, k]], V[W[b, j, k]])
                 out[b, i, j] = np.float32(total)
+
+
+@intrinsic
+def _fma32(typingctx, a, b, c):
+    """binary32 ``a * b + c`` rounded once: ``llvm.fma.f32`` (VFMADD231PS on AVX2)."""
+    if not all(t == types.float32 for t in (a, b, c)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        f32 = ir.FloatType()
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32] * 3), "llvm.fma.f32")
+        return builder.call(fma, args)
+
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+@intrinsic
+def _chains64(typingctx, A, a_off, W, w_off, blocks, regs):
+    """ATen's 64 accumulators (register ``t // 8``, lane ``t % 8``) over ``blocks`` (at least
+    1) blocks of 64 K indices from +0: eight 8-lane vectors of ``llvm.fma``, held in registers
+    across the blocks; then its register tree (``r[i] += r[i + step]`` for step 4, 2, 1, lane by
+    lane), and ``r[0]``'s 8 lanes stored into ``regs[0:8]``. ``A`` and ``W``: flat float32
+    arrays, the chains' operands from ``a_off`` and ``w_off``."""
+    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (A, W, regs)):
+        return None
+    sig = types.void(A, a_off, W, w_off, blocks, regs)
+
+    def codegen(context, builder, signature, args):
+        A_, a_off_, W_, w_off_, blocks_, regs_ = args
+        ap, wp, rp = (_data(context, builder, signature.args[i], args[i]) for i in (0, 2, 5))
+        vt = ir.VectorType(ir.FloatType(), 8)
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v8f32")
+
+        def load(base, off):
+            return builder.load(builder.bitcast(builder.gep(base, [off]), vt.as_pointer()), align=4)
+
+        def step(q, acc):
+            k0 = builder.mul(q, ir.Constant(ir.IntType(64), 64))
+            out = []
+            for r in range(8):
+                k = builder.add(k0, ir.Constant(ir.IntType(64), 8 * r))
+                a = load(ap, builder.add(a_off_, k))
+                w = load(wp, builder.add(w_off_, k))
+                out.append(builder.call(fma, [a, w, acc[r]]))
+            return out
+
+        zero = ir.Constant(vt, [0.0] * 8)
+        acc = ir_loop(builder, blocks_, step, [zero] * 8)
+        for half in (4, 2, 1):
+            acc = [builder.fadd(acc[r], acc[r + half]) for r in range(half)]
+        builder.store(acc[0], builder.bitcast(rp, vt.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _lanes32(v, o):
+    """:func:`_lanes` in binary32 arithmetic."""
+    return (v[o] + v[o + 4] + (v[o + 2] + v[o + 6])) + (v[o + 1] + v[o + 5] + (v[o + 3] + v[o + 7]))
+
+
+@njit(cache=True, parallel=True)
+def transa_fast(A, W, out):
+    """:func:`transa`'s order in the host's binary32 arithmetic: its fused multiply-adds, adds
+    and (in the scalar tail) multiplies, the same operations on the same operands as ATen's.
+
+    Only for operands the caller has proved safe (``tilegemm.onednn.chains.fused_transa_holds``):
+    no denormal, infinity or NaN among them, every product zero or a multiple of 2^-126 and no sum
+    able to overflow. Then every value in flight is zero or a binary32 normal that is a multiple of
+    2^-126, so no result is denormal, infinite or NaN: MXCSR's FTZ and DAZ and the host's own
+    default NaN cannot touch a bit, and the hardware's rounding is the one rounding of each step.
+    ``A`` (nb, M, K) and ``W`` (nb, N, K): the bf16 operands widened to float32."""
+    nb, M, K, N, nblocks, main, mid = _transa_shape(A, W)
+    for job in prange(nb * nblocks):
+        b = job // nblocks
+        j0 = (job % nblocks) * _TRANSA_COLS
+        regs = np.empty(8, np.float32)
+        tail = np.empty(8, np.float32)
+        Af, Wf = A.reshape(A.size), W.reshape(W.size)
+        for j in range(j0, min(j0 + _TRANSA_COLS, N)):
+            w = W[b, j]
+            for i in range(M):
+                a = A[b, i]
+                if main:  # the 64 chains and the register tree: r[0]'s lanes in regs[0:8]
+                    _chains64(Af, (b * M + i) * K, Wf, (b * N + j) * K, main // 64, regs)
+                else:
+                    for t in range(8):
+                        regs[t] = 0
+                total = _lanes32(regs, 0)
+                for t in range(8):
+                    tail[t] = 0
+                for k0 in range(main, mid, 8):
+                    for t in range(8):
+                        tail[t] = _fma32(a[k0 + t], w[k0 + t], tail[t])
+                total = total + _lanes32(tail, 0)  # also with no block of 16: -0 + +0 = +0
+                for k in range(mid, K):  # unfused: the product rounded, then added
+                    total = total + a[k] * w[k]
+                out[b, i, j] = total
 
 
 @njit(cache=True, parallel=True)

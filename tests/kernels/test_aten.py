@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tilegemm.kernels import aten
+from tilegemm.onednn import chains
 from tilegemm.reference import aten as ref
 
 
@@ -49,3 +50,60 @@ def test_kernels_follow_the_reference(K, kind):
             getattr(aten, name)(*codes, aten.VALUES, out)
             want = ref.dot(A[:, :, None, :], W[:, None, :, :], name)
             assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), name
+            if name == "transa":  # the binary32 kernel, where its proof holds: only normal data
+                assert chains.fused_transa_holds(*codes) == (kind == "normal")
+                if kind == "normal":
+                    fused = np.empty((2, 5, 7), np.float32)
+                    aten.transa_fast(A, W, fused)
+                    assert np.array_equal(fused.view(np.uint32), want.view(np.uint32)), "transa_fast"
+
+
+def _bf16(e, rng, shape):
+    """bf16 values of biased exponent ``e``, random signs and fractions (float32)."""
+    m = rng.integers(0, 128, shape).astype(np.uint32)
+    s = rng.integers(0, 2, shape).astype(np.uint32) << 31
+    return (s | (np.uint32(e) << 23) | (m << 16)).view(np.float32)
+
+
+def _codes(x):
+    return (np.ascontiguousarray(x).view(np.uint32) >> 16).astype(np.uint16)
+
+
+@pytest.mark.parametrize(
+    "ea,ew,K,holds",
+    [
+        (71, 71, 130, True),  # products multiples of 2^-126 exactly, sums cancelling into 2^-126
+        (70, 71, 130, False),  # ... of 2^-127: a sum may be a denormal
+        (190, 180, 200, True),  # sums below 2^127
+        (190, 180, 256, False),  # K of 9 bits: the bound reaches 2^128
+    ],
+)
+def test_the_fused_transa_proof_at_its_edges(ea, ew, K, holds):
+    """The proof's two bounds, each at the last exponents it accepts and the first it refuses;
+    where it holds, the binary32 kernel gives the reference's bits, cancellations included."""
+    rng = np.random.default_rng(ea + ew + K)
+    A = _bf16(ea, rng, (1, 6, K))
+    W = _bf16(ew, rng, (1, 9, K))
+    # row 0 of A against column 1: products that cancel in pairs, in different lanes
+    A[0, 0, 1::2] = A[0, 0, 0::2]
+    W[0, 1, 1::2] = -W[0, 1, 0::2]
+    assert chains.fused_transa_holds(_codes(A), _codes(W)) == holds
+    if holds:
+        out = np.empty((1, 6, 9), np.float32)
+        aten.transa_fast(A, W, out)
+        want = ref.dot(A[:, :, None, :], W[:, None, :, :], "transa")
+        assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
+
+
+def test_the_fused_transa_proof_refuses_what_the_host_could_change():
+    """A denormal operand (which DAZ would zero), an infinity or a NaN (whose NaNs are the host's
+    own) is refused; operands of zeros are accepted (every product is zero)."""
+    A = np.full((1, 2, 3), 0x3F80, np.uint16)
+    for code in (0x0001, 0x8040, 0x7F80, 0xFF80, 0x7FC0, 0x7F81):
+        W = np.full((1, 2, 3), 0x3F80, np.uint16)
+        W[0, 1, 2] = code
+        assert not chains.fused_transa_holds(A, W), hex(code)
+        assert not chains.fused_transa_holds(W, A), hex(code)
+    zeros = np.zeros((1, 2, 3), np.uint16)
+    zeros[0, 0, 0] = 0x8000
+    assert chains.fused_transa_holds(zeros, A) and chains.fused_transa_holds(A, zeros)

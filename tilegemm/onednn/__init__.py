@@ -298,12 +298,19 @@ def _run_gemm(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
 _TRANSA_ROWS = 16
 
 
+def _widened(codes: np.ndarray) -> np.ndarray:
+    """bf16 codes as float32 values, exactly (C-contiguous)."""
+    return (np.ascontiguousarray(codes).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
 def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int | None) -> np.ndarray:
     """``run`` on an ATen host: each output one float32 dot product in the order of the kernel
     PyTorch picks (``p.kernel``), then ``c`` (``fma(beta, c, dot)``) and ``c10::BFloat16``'s
     rounding. ``b``: bf16 codes (..., K, N) (a transposed view for ``transa``), or a PackedB.
-    The chains run as batched ``fp32_fma`` products (:mod:`tilegemm.onednn.chains`) where they
-    can, else element by element (``tilegemm.kernels.aten``)."""
+    ``transa`` runs as the host's own binary32 steps (``kernels.aten.transa_fast``) where
+    ``chains.fused_transa_holds`` proves them exact; otherwise the chains run as batched
+    ``fp32_fma`` products (:mod:`tilegemm.onednn.chains`) where they can, else element by element
+    (``tilegemm.kernels.aten``)."""
     from ..api import _LAUNCH, _numba_threads
     from ..kernels import aten
 
@@ -312,8 +319,15 @@ def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     acc = None
     if p.kernel == "notrans":
         acc = chains.notrans(codes, B.view(np.uint16), threads)
-    elif p.kernel == "transa" and A.shape[1] >= _TRANSA_ROWS:
-        acc = chains.transa(codes, np.swapaxes(B, -1, -2).view(np.uint16), threads)
+    elif p.kernel == "transa":
+        W = np.swapaxes(B, -1, -2).view(np.uint16)
+        if chains.fused_transa_holds(codes, W):  # the hardware's own binary32 steps, proved exact
+            out = np.empty(A.shape[:2] + (W.shape[1],), np.float32)
+            with _LAUNCH, _numba_threads(threads):
+                aten.transa_fast(_widened(codes), _widened(W), out)
+            acc = _bits(out)
+        elif A.shape[1] >= _TRANSA_ROWS:
+            acc = chains.transa(codes, W, threads)
     if acc is None:
         if p.kernel == "transa":  # both operands read along K
             Bc = kernel_input(np.swapaxes(B, -1, -2)).view(np.uint16)

@@ -10,7 +10,9 @@ kernel's chains become one batched call of the library's own FMA kernels, the ch
 batch, and the tree becomes :func:`tilegemm.onednn.vaddps` calls on whole arrays (ATen's tree of
 64 accumulators one :func:`float32.add_tree` pass).
 
-Two cases are left to the compiled kernels of ``tilegemm.kernels.aten`` and
+ATen's ``transa`` runs before any of this as the host's own binary32 steps where
+:func:`fused_transa_holds` proves them exact (``kernels.aten.transa_fast``); the batched form
+here takes the operands that proof refuses. Two cases are left to the compiled kernels of ``tilegemm.kernels.aten`` and
 ``tilegemm.kernels.gemm_jit``, which take every element one by one (the functions here return
 None for them):
 
@@ -31,7 +33,7 @@ from ..formats import bf16_dtype
 from .float32 import add_tree, vaddps
 from .schedule import gemm_k_blocks
 
-__all__ = ["notrans", "transa", "gemm", "GemmWeights"]
+__all__ = ["notrans", "transa", "gemm", "GemmWeights", "fused_transa_holds"]
 
 _BF = bf16_dtype()
 #: Output floats of one batched call at most (64 MiB): larger products are cut along N.
@@ -69,6 +71,38 @@ def _products_normal(A: np.ndarray, B: np.ndarray) -> bool:
     big = np.all(amax * bmax < 2.0**128)
     small = np.all(~np.isfinite(amin) | ~np.isfinite(bmin) | (amin * bmin >= 2.0**-126))
     return bool(big and small)
+
+
+def _exponents(codes: np.ndarray) -> tuple[int, int, bool]:
+    """The smallest and largest biased exponent of the nonzero bf16 ``codes`` (255 for NaN and
+    infinity), and whether one of them is a denormal; (255, 0, False) where all are zero."""
+    mag = codes & np.uint16(0x7FFF)
+    e = (mag >> np.uint16(7)).astype(np.int16)
+    live = mag != 0
+    if not live.any():
+        return 255, 0, False
+    return int(e[live].min()), int(e.max()), bool((live & (e == 0)).any())
+
+
+def fused_transa_holds(A: np.ndarray, W: np.ndarray) -> bool:
+    """Whether ``kernels.aten.transa_fast`` may run on bf16 codes ``A`` (..., K) and ``W``: no
+    denormal, infinity or NaN among them (DAZ would zero a denormal operand; an infinity makes
+    NaNs, whose bits are the host's), every product zero or a multiple of 2^-126, and no sum able
+    to reach 2^128. A bf16 value of biased exponent e is a multiple of 2^(e - 134), so a product
+    is a multiple of 2^(ea + eb - 268); and any sum of K products, each below
+    2^(ea + eb - 252), rounded K times, stays below 2^(ea + eb - 252 + bit_length(K) + 1)."""
+    K = A.shape[-1]
+    amin, amax, adenormal = _exponents(A)
+    wmin, wmax, wdenormal = _exponents(W)
+    if amin > amax or wmin > wmax:  # an operand of zeros: every product is zero
+        return not (adenormal or wdenormal) and amax < 255 and wmax < 255
+    return (
+        not (adenormal or wdenormal)
+        and amax < 255
+        and wmax < 255
+        and amin + wmin >= 268 - 126
+        and amax + wmax - 252 + K.bit_length() + 1 <= 127
+    )
 
 
 def _columns(N: int, per_column: int) -> list[slice]:

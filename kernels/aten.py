@@ -167,41 +167,129 @@ def _fma32(typingctx, a, b, c):
     return types.float32(types.float32, types.float32, types.float32), codegen
 
 
+#: transa_fast's register tile, rows of A by rows of W: one 8-lane accumulator per output (12 of
+#: AVX2's 16 vector registers).
+_TILE = (3, 4)
+#: Rows of W per parallel job of transa_fast (a whole number of tiles).
+_FAST_COLS = 32
+#: Rows of A below which transa_fast reads W as it lies instead of packing it.
+_FEW_ROWS = 3
+
+
+def _packed_pass(mr: int, nr: int):
+    """An intrinsic ``(Ap, a_off, Wp, w_off, blocks, acc, slot)``: one of ATen's eight registers
+    (its K indices ``64 q + 8 r + lane``) over ``blocks`` (at least 1) 64-blocks from +0, for a tile
+    of ``mr`` rows of A by ``nr`` of W, an ``llvm.fma`` per output and block in K order. The
+    operands are packed (:func:`_pack_rows`): block ``q``'s lanes of the tile's rows lie together
+    from ``a_off + q * mr * 8`` and ``w_off + q * nr * 8``, so the pass reads two streams. The
+    accumulator of output ``o = i * nr + j`` goes to ``acc[slot + 8 * o:][:8]``."""
+
+    @intrinsic
+    def run(typingctx, Ap, a_off, Wp, w_off, blocks, acc, slot):
+        if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (Ap, Wp, acc)):
+            return None
+        sig = types.void(Ap, a_off, Wp, w_off, blocks, acc, slot)
+
+        def codegen(context, builder, signature, args):
+            ap, wp, cp = (_data(context, builder, signature.args[i], args[i]) for i in (0, 2, 5))
+            a0, w0, n, s0 = (context.cast(builder, args[i], signature.args[i], types.int64) for i in (1, 3, 4, 6))
+            i64 = ir.IntType(64)
+            vt = ir.VectorType(ir.FloatType(), 8)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v8f32")
+
+            def ptr(base, off):
+                return builder.bitcast(builder.gep(base, [off]), vt.as_pointer())
+
+            def step(q, acc_):
+                ao = builder.add(a0, builder.mul(q, ir.Constant(i64, mr * 8)))
+                wo = builder.add(w0, builder.mul(q, ir.Constant(i64, nr * 8)))
+                a = [builder.load(ptr(ap, builder.add(ao, ir.Constant(i64, 8 * i))), align=4) for i in range(mr)]
+                out = list(acc_)
+                for j in range(nr):
+                    w = builder.load(ptr(wp, builder.add(wo, ir.Constant(i64, 8 * j))), align=4)
+                    for i in range(mr):
+                        out[i * nr + j] = builder.call(fma, [a[i], w, acc_[i * nr + j]])
+                return out
+
+            final = ir_loop(builder, n, step, [ir.Constant(vt, [0.0] * 8)] * (mr * nr))
+            for o, v in enumerate(final):
+                builder.store(v, ptr(cp, builder.add(s0, ir.Constant(i64, 8 * o))), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return run
+
+
+_pass_tile = _packed_pass(*_TILE)
+
+
 @intrinsic
 def _chains64(typingctx, A, a_off, W, w_off, blocks, regs):
-    """ATen's 64 accumulators (register ``t // 8``, lane ``t % 8``) over ``blocks`` (at least
-    1) blocks of 64 K indices from +0: eight 8-lane vectors of ``llvm.fma``, held in registers
-    across the blocks; then its register tree (``r[i] += r[i + step]`` for step 4, 2, 1, lane by
-    lane), and ``r[0]``'s 8 lanes stored into ``regs[0:8]``. ``A`` and ``W``: flat float32
-    arrays, the chains' operands from ``a_off`` and ``w_off``."""
-    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (A, W, regs)):
+    """One output's 64 accumulators (register ``t // 8``, lane ``t % 8``) over ``blocks`` (at
+    least 1) blocks of 64 K indices from +0: eight 8-lane vectors of ``llvm.fma``, held in
+    registers across the blocks; then the register tree (``r[i] += r[i + step]`` for step 4, 2,
+    1), ``r[0]`` into ``regs[0:8]``. ``A``: float32 values; ``W``: bf16 codes, widened in the
+    registers (the code in the high half of the float32 bits: exact), so that a product of few
+    rows reads W once, as it lies. Both flat, the chains' operands from ``a_off`` and ``w_off``."""
+    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (A, regs)):
+        return None
+    if not (isinstance(W, types.Array) and W.dtype == types.uint16):
         return None
     sig = types.void(A, a_off, W, w_off, blocks, regs)
 
     def codegen(context, builder, signature, args):
-        A_, a_off_, W_, w_off_, blocks_, regs_ = args
         ap, wp, rp = (_data(context, builder, signature.args[i], args[i]) for i in (0, 2, 5))
+        a0, w0, n = (context.cast(builder, args[i], signature.args[i], types.int64) for i in (1, 3, 4))
+        i64 = ir.IntType(64)
         vt = ir.VectorType(ir.FloatType(), 8)
+        vh = ir.VectorType(ir.IntType(16), 8)
+        vi = ir.VectorType(ir.IntType(32), 8)
         fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v8f32")
 
-        def load(base, off):
-            return builder.load(builder.bitcast(builder.gep(base, [off]), vt.as_pointer()), align=4)
-
         def step(q, acc):
-            k0 = builder.mul(q, ir.Constant(ir.IntType(64), 64))
+            k0 = builder.mul(q, ir.Constant(i64, 64))
             out = []
             for r in range(8):
-                k = builder.add(k0, ir.Constant(ir.IntType(64), 8 * r))
-                a = load(ap, builder.add(a_off_, k))
-                w = load(wp, builder.add(w_off_, k))
+                k = builder.add(k0, ir.Constant(i64, 8 * r))
+                a = builder.load(builder.bitcast(builder.gep(ap, [builder.add(a0, k)]), vt.as_pointer()), align=4)
+                h = builder.load(builder.bitcast(builder.gep(wp, [builder.add(w0, k)]), vh.as_pointer()), align=2)
+                w = builder.bitcast(builder.shl(builder.zext(h, vi), ir.Constant(vi, [16] * 8)), vt)
                 out.append(builder.call(fma, [a, w, acc[r]]))
             return out
 
-        zero = ir.Constant(vt, [0.0] * 8)
-        acc = ir_loop(builder, blocks_, step, [zero] * 8)
+        acc = ir_loop(builder, n, step, [ir.Constant(vt, [0.0] * 8)] * 8)
         for half in (4, 2, 1):
             acc = [builder.fadd(acc[r], acc[r + half]) for r in range(half)]
         builder.store(acc[0], builder.bitcast(rp, vt.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _tree32(typingctx, acc, T, o, regs):
+    """ATen's register tree (``r[i] += r[i + step]`` for step 4, 2, 1, lane by lane, as 8-lane
+    vector adds) over output ``o``'s eight accumulators, register ``r``'s at
+    ``acc[(r * T + o) * 8:][:8]`` for a tile of ``T`` outputs: ``r[0]`` into ``regs[0:8]``."""
+    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (acc, regs)):
+        return None
+    sig = types.void(acc, T, o, regs)
+
+    def codegen(context, builder, signature, args):
+        cp, rp = (_data(context, builder, signature.args[i], args[i]) for i in (0, 3))
+        i64 = ir.IntType(64)
+        T_, o_ = (context.cast(builder, args[i], signature.args[i], types.int64) for i in (1, 2))
+        vt = ir.VectorType(ir.FloatType(), 8)
+
+        def at(r):
+            off = builder.mul(builder.add(builder.mul(ir.Constant(i64, r), T_), o_), ir.Constant(i64, 8))
+            return builder.load(builder.bitcast(builder.gep(cp, [off]), vt.as_pointer()), align=4)
+
+        v = [at(r) for r in range(8)]
+        for half in (4, 2, 1):
+            v = [builder.fadd(v[r], v[r + half]) for r in range(half)]
+        builder.store(v[0], builder.bitcast(rp, vt.as_pointer()), align=4)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -213,8 +301,40 @@ def _lanes32(v, o):
     return (v[o] + v[o + 4] + (v[o + 2] + v[o + 6])) + (v[o + 1] + v[o + 5] + (v[o + 3] + v[o + 7]))
 
 
+@njit(cache=True, inline="always")
+def _pack_rows(X, b, rows, r0, n, nblk, P, p0):
+    """Rows ``r0 .. r0 + n - 1`` of ``X[b]`` (bf16 codes; a row past ``rows`` repeats the last
+    one) widened to float32 bits (the code in the high half: exact) in ``P[p0:]`` (uint32), laid
+    out ``[register r][block q][row][lane]``: the K index ``64 q + 8 r + lane`` of each row, so
+    that a pass of one register over the tile reads them in order."""
+    for i in range(n):
+        row = min(r0 + i, rows - 1)
+        for q in range(nblk):
+            for r in range(8):
+                base = p0 + ((r * nblk + q) * n + i) * 8
+                k = 64 * q + 8 * r
+                for t in range(8):
+                    P[base + t] = np.uint32(X[b, row, k + t]) << np.uint32(16)
+
+
+@njit(cache=True, inline="always")
+def _finish32(A, W, b, i, j, V, regs, tail, main, mid, K):
+    """Output ``(b, i, j)`` after its 64 chains' tree (``regs``): the lanes' sum, the 8-lane
+    tail's chains and their sum, then the scalar tail, unfused (the product rounded, then added)."""
+    total = _lanes32(regs, 0)
+    for t in range(8):
+        tail[t] = 0
+    for k0 in range(main, mid, 8):
+        for t in range(8):
+            tail[t] = _fma32(np.float32(V[A[b, i, k0 + t]]), np.float32(V[W[b, j, k0 + t]]), tail[t])
+    total = total + _lanes32(tail, 0)  # also with no block of 16: -0 + +0 = +0
+    for k in range(mid, K):
+        total = total + np.float32(V[A[b, i, k]]) * np.float32(V[W[b, j, k]])
+    return total
+
+
 @njit(cache=True, parallel=True)
-def transa_fast(A, W, out):
+def transa_fast(A, W, V, out):
     """:func:`transa`'s order in the host's binary32 arithmetic: its fused multiply-adds, adds
     and (in the scalar tail) multiplies, the same operations on the same operands as ATen's.
 
@@ -223,33 +343,96 @@ def transa_fast(A, W, out):
     able to overflow. Then every value in flight is zero or a binary32 normal that is a multiple of
     2^-126, so no result is denormal, infinite or NaN: MXCSR's FTZ and DAZ and the host's own
     default NaN cannot touch a bit, and the hardware's rounding is the one rounding of each step.
-    ``A`` (nb, M, K) and ``W`` (nb, N, K): the bf16 operands widened to float32."""
-    nb, M, K, N, nblocks, main, mid = _transa_shape(A, W)
-    for job in prange(nb * nblocks):
-        b = job // nblocks
-        j0 = (job % nblocks) * _TRANSA_COLS
-        regs = np.empty(8, np.float32)
+    ``A`` (nb, M, K) and ``W`` (nb, N, K): bf16 codes, read through ``V`` (:data:`VALUES`; every
+    value they may hold is exact in float32).
+
+    The outputs go in register tiles (:data:`_TILE`), each register of ATen's eight one pass over
+    packed copies of the tile's rows; a tile's rows past M or N repeat the last row and are
+    computed, not stored; a few rows of A (fewer than :data:`_FEW_ROWS`) go one output at a time. Each output's
+    chains are the same operations in the same order whichever tile holds it."""
+    nb, M, K = A.shape
+    N = W.shape[1]
+    main, mid = K - K % 64, K - K % 16
+    nblk = main // 64
+    mr, nr = _TILE
+    if M < _FEW_ROWS:
+        _transa_rows(A, W, V, out, main, mid)
+        return
+    mtiles = (M + mr - 1) // mr
+    per_row = 8 * nblk * 8  # floats of one packed row
+    Ap = np.empty(nb * mtiles * mr * per_row, np.float32)
+    Au = Ap.view(np.uint32)
+    for t in prange(nb * mtiles):
+        _pack_rows(A, t // mtiles, M, (t % mtiles) * mr, mr, nblk, Au, t * mr * per_row)
+    jobs = (N + _FAST_COLS - 1) // _FAST_COLS
+    for job in prange(nb * jobs):
+        b = job // jobs
+        j0 = (job % jobs) * _FAST_COLS
+        j1 = min(j0 + _FAST_COLS, N)
+        ntiles = (j1 - j0 + nr - 1) // nr
+        Wp = np.empty(ntiles * nr * per_row, np.float32)
+        Wu = Wp.view(np.uint32)
+        for jt in range(ntiles):
+            _pack_rows(W, b, N, j0 + jt * nr, nr, nblk, Wu, jt * nr * per_row)
+        regs = np.zeros(8, np.float32)
         tail = np.empty(8, np.float32)
-        Af, Wf = A.reshape(A.size), W.reshape(W.size)
-        for j in range(j0, min(j0 + _TRANSA_COLS, N)):
-            w = W[b, j]
+        acc = np.empty(8 * mr * nr * 8, np.float32)
+        for it in range(mtiles):
+            i0 = it * mr
+            a_tile = (b * mtiles + it) * mr * per_row
+            for jt in range(ntiles):
+                jj0 = j0 + jt * nr
+                if nblk:
+                    for r in range(8):
+                        a_off = a_tile + r * nblk * mr * 8
+                        w_off = jt * nr * per_row + r * nblk * nr * 8
+                        _pass_tile(Ap, a_off, Wp, w_off, nblk, acc, r * mr * nr * 8)
+                for ii in range(min(mr, M - i0)):
+                    for jj in range(min(nr, j1 - jj0)):
+                        if nblk:
+                            _tree32(acc, mr * nr, ii * nr + jj, regs)
+                        out[b, i0 + ii, jj0 + jj] = _finish32(A, W, b, i0 + ii, jj0 + jj, V, regs, tail, main, mid, K)
+
+
+@njit(cache=True, parallel=True)
+def _transa_rows(A, W, V, out, main, mid):
+    """:func:`transa_fast` for a few rows of A: one output at a time, its 64 chains in registers
+    (:func:`_chains64`), W read once as it lies. Packing W would cost more than the product."""
+    nb, M, K = A.shape
+    N = W.shape[1]
+    Ac = A.reshape(A.size)
+    Af = np.empty(A.size, np.uint32)
+    for x in range(A.size):
+        Af[x] = np.uint32(Ac[x]) << np.uint32(16)
+    Aw = Af.view(np.float32)
+    Wf = W.reshape(W.size)
+    jobs = (N + _FAST_COLS - 1) // _FAST_COLS
+    for job in prange(nb * jobs):
+        b = job // jobs
+        j0 = (job % jobs) * _FAST_COLS
+        regs = np.zeros(8, np.float32)
+        tail = np.empty(8, np.float32)
+        for j in range(j0, min(j0 + _FAST_COLS, N)):
             for i in range(M):
-                a = A[b, i]
-                if main:  # the 64 chains and the register tree: r[0]'s lanes in regs[0:8]
-                    _chains64(Af, (b * M + i) * K, Wf, (b * N + j) * K, main // 64, regs)
-                else:
-                    for t in range(8):
-                        regs[t] = 0
-                total = _lanes32(regs, 0)
-                for t in range(8):
-                    tail[t] = 0
-                for k0 in range(main, mid, 8):
-                    for t in range(8):
-                        tail[t] = _fma32(a[k0 + t], w[k0 + t], tail[t])
-                total = total + _lanes32(tail, 0)  # also with no block of 16: -0 + +0 = +0
-                for k in range(mid, K):  # unfused: the product rounded, then added
-                    total = total + a[k] * w[k]
-                out[b, i, j] = total
+                if main:
+                    _chains64(Aw, (b * M + i) * K, Wf, (b * N + j) * K, main // 64, regs)
+                out[b, i, j] = _finish32(A, W, b, i, j, V, regs, tail, main, mid, K)
+
+
+@njit(cache=True)
+def exponent_range(codes):
+    """The smallest and largest biased exponent of the nonzero bf16 ``codes`` (flat; 255 for NaN
+    and infinity), and whether one of them is a denormal; (255, 0, False) where all are zero.
+    One pass, for the proof that picks :func:`transa_fast` on every call."""
+    lo, hi, denormal = 255, 0, False
+    for x in range(codes.size):
+        mag = codes[x] & 0x7FFF
+        if mag:
+            e = mag >> 7
+            lo = min(lo, e)
+            hi = max(hi, e)
+            denormal |= e == 0
+    return lo, hi, denormal
 
 
 @njit(cache=True, parallel=True)

@@ -254,9 +254,9 @@ def test_avx2_transa_runs_in_binary32_where_its_proof_holds(monkeypatch):
     calls = []
     real = aten.transa_fast
 
-    def spy(A, W, out):
+    def spy(A, W, V, out):
         calls.append(A.shape)
-        real(A, W, out)
+        real(A, W, V, out)
 
     monkeypatch.setattr(aten, "transa_fast", spy)
     fused = 0

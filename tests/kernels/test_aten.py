@@ -54,8 +54,32 @@ def test_kernels_follow_the_reference(K, kind):
                 assert chains.fused_transa_holds(*codes) == (kind == "normal")
                 if kind == "normal":
                     fused = np.empty((2, 5, 7), np.float32)
-                    aten.transa_fast(A, W, fused)
+                    aten.transa_fast(*codes, aten.VALUES, fused)
                     assert np.array_equal(fused.view(np.uint32), want.view(np.uint32)), "transa_fast"
+
+
+@pytest.mark.parametrize(
+    "nb,M,N,K",
+    [
+        (1, 1, 1, 64),  # a few rows of A: one output at a time, W as it lies
+        (2, 2, 33, 130),
+        (1, 3, 4, 64),  # one whole register tile
+        (1, 4, 40, 1100),  # tiles cut by M and N; jobs of 32 rows of W; 17 blocks and both tails
+        (3, 7, 13, 513),
+        (1, 6, 9, 15),  # no block of 64: tails only
+    ],
+)
+def test_transa_fast_tiles_change_no_bit(nb, M, N, K):
+    """transa_fast's register tiles, its packed rows and its few-rows path, at every edge of
+    them, against the readable reference's transa order."""
+    rng = np.random.default_rng(nb * 1000 + M * 100 + N + K)
+    A = _operands(rng, (nb, M, K), "normal")
+    W = _operands(rng, (nb, N, K), "normal")
+    assert chains.fused_transa_holds(_codes(A), _codes(W))
+    out = np.empty((nb, M, N), np.float32)
+    aten.transa_fast(_codes(A), _codes(W), aten.VALUES, out)
+    want = ref.dot(A[:, :, None, :], W[:, None, :, :], "transa")
+    assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
 
 
 def _bf16(e, rng, shape):
@@ -90,7 +114,7 @@ def test_the_fused_transa_proof_at_its_edges(ea, ew, K, holds):
     assert chains.fused_transa_holds(_codes(A), _codes(W)) == holds
     if holds:
         out = np.empty((1, 6, 9), np.float32)
-        aten.transa_fast(A, W, out)
+        aten.transa_fast(_codes(A), _codes(W), aten.VALUES, out)
         want = ref.dot(A[:, :, None, :], W[:, None, :, :], "transa")
         assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
 

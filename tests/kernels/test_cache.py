@@ -105,10 +105,13 @@ def _module(tmp_path, name, source, module_name=None):
 _USER_FUNCTION = "from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x * 2 + 1\n"
 
 
-def test_own_caches_takes_only_tilegemm_functions(tmp_path):
+def test_own_caches_takes_only_tilegemm_functions(tmp_path, monkeypatch):
     """The import hook's walk replaces the cache of a function a ``tilegemm.*`` module defines,
     never that of a function it imports from elsewhere."""
-    from numba.core import caching
+    from numba.core import caching, config
+
+    # A cache made here creates its folder: under the test's own, not the user's cache.
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "cache"))
 
     foreign = _module(tmp_path, "usermod", _USER_FUNCTION)
     ours = _module(tmp_path, "ownmod", _USER_FUNCTION, module_name="tilegemm._test_own_caches")
@@ -117,6 +120,7 @@ def test_own_caches_takes_only_tilegemm_functions(tmp_path):
     assert type(foreign.f._cache) is caching.FunctionCache
     assert type(ours.f._cache) is _cache.TilegemmCache
     assert type(ours.f._cache._cache_file) is _cache.LockedIndexDataCacheFile
+    assert ours.f._cache.cache_path.startswith(str(tmp_path)), ours.f._cache.cache_path
 
 
 _EVERY_MODULE = r"""

@@ -298,11 +298,6 @@ def _run_gemm(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
 _TRANSA_ROWS = 16
 
 
-def _widened(codes: np.ndarray) -> np.ndarray:
-    """bf16 codes as float32 values, exactly (C-contiguous)."""
-    return (np.ascontiguousarray(codes).astype(np.uint32) << np.uint32(16)).view(np.float32)
-
-
 def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int | None) -> np.ndarray:
     """``run`` on an ATen host: each output one float32 dot product in the order of the kernel
     PyTorch picks (``p.kernel``), then ``c`` (``fma(beta, c, dot)``) and ``c10::BFloat16``'s
@@ -324,7 +319,7 @@ def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
         if chains.fused_transa_holds(codes, W):  # the hardware's own binary32 steps, proved exact
             out = np.empty(A.shape[:2] + (W.shape[1],), np.float32)
             with _LAUNCH, _numba_threads(threads):
-                aten.transa_fast(_widened(codes), _widened(W), out)
+                aten.transa_fast(codes, np.ascontiguousarray(W), aten.VALUES, out)
             acc = _bits(out)
         elif A.shape[1] >= _TRANSA_ROWS:
             acc = chains.transa(codes, W, threads)

@@ -76,12 +76,10 @@ def _products_normal(A: np.ndarray, B: np.ndarray) -> bool:
 def _exponents(codes: np.ndarray) -> tuple[int, int, bool]:
     """The smallest and largest biased exponent of the nonzero bf16 ``codes`` (255 for NaN and
     infinity), and whether one of them is a denormal; (255, 0, False) where all are zero."""
-    mag = codes & np.uint16(0x7FFF)
-    e = (mag >> np.uint16(7)).astype(np.int16)
-    live = mag != 0
-    if not live.any():
-        return 255, 0, False
-    return int(e[live].min()), int(e.max()), bool((live & (e == 0)).any())
+    from ..kernels.aten import exponent_range
+
+    lo, hi, denormal = exponent_range(np.ravel(codes))
+    return int(lo), int(hi), bool(denormal)
 
 
 def fused_transa_holds(A: np.ndarray, W: np.ndarray) -> bool:

@@ -14,8 +14,9 @@ read through ``V``, the table of every code's value as float64 (:data:`VALUES`, 
 fields, so no MXCSR.DAZ can touch a denormal): no pass over the operands converts them first.
 The results are written as float32, exactly (a denormal result is flushed only if the caller set MXCSR.FTZ).
 
-:func:`transa_fast` is ``transa`` in the host's binary32 arithmetic, for operands proved to keep
-every value in flight a binary32 normal or zero (its docstring).
+:func:`transa_fast` and :func:`notrans_fast` are ``transa`` and ``notrans`` in the host's binary32
+arithmetic, for operands proved to keep every value in flight a binary32 normal or zero (their
+docstrings).
 """
 
 from __future__ import annotations
@@ -301,7 +302,7 @@ def _lanes32(v, o):
     return (v[o] + v[o + 4] + (v[o + 2] + v[o + 6])) + (v[o + 1] + v[o + 5] + (v[o + 3] + v[o + 7]))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _pack_rows(X, b, rows, r0, n, nblk, P, p0):
     """Rows ``r0 .. r0 + n - 1`` of ``X[b]`` (bf16 codes; a row past ``rows`` repeats the last
     one) widened to float32 bits (the code in the high half: exact) in ``P[p0:]`` (uint32), laid
@@ -338,7 +339,7 @@ def transa_fast(A, W, V, out):
     """:func:`transa`'s order in the host's binary32 arithmetic: its fused multiply-adds, adds
     and (in the scalar tail) multiplies, the same operations on the same operands as ATen's.
 
-    Only for operands the caller has proved safe (``tilegemm.onednn.chains.fused_transa_holds``):
+    Only for operands the caller has proved safe (``tilegemm.onednn.chains.binary32_steps_hold``):
     no denormal, infinity or NaN among them, every product zero or a multiple of 2^-126 and no sum
     able to overflow. Then every value in flight is zero or a binary32 normal that is a multiple of
     2^-126, so no result is denormal, infinite or NaN: MXCSR's FTZ and DAZ and the host's own
@@ -417,6 +418,127 @@ def _transa_rows(A, W, V, out, main, mid):
                 if main:
                     _chains64(Aw, (b * M + i) * K, Wf, (b * N + j) * K, main // 64, regs)
                 out[b, i, j] = _finish32(A, W, b, i, j, V, regs, tail, main, mid, K)
+
+
+#: notrans_fast's register tile: rows of A by 8 columns, times ATen's four partial sums (12 of
+#: AVX2's 16 vector registers).
+_NT_ROWS = 3
+#: 8-column panels of B per parallel job of notrans_fast: K x 32 columns stay in L2 while every
+#: row of A passes.
+_NT_PANELS = 4
+
+
+@intrinsic
+def _notrans_tile(typingctx, A, a_offs, B, b_off, ldb, K, acc):
+    """ATen's ``notrans`` order for the rows of ``A`` from the flat offsets ``a_offs`` (float32, K
+    contiguous) by 8 columns of ``B`` from ``b_off`` (float32, row stride ``ldb``), lane by lane:
+    four partial sums from +0 (product ``l`` of the first ``K - K % 4`` into partial ``l % 4``, an
+    ``llvm.fma`` each), the tail's products rounded and added into partial 0, then
+    ``((p0 + p1) + p2) + p3``; row ``i``'s 8 results into ``acc[8 * i:][:8]``."""
+    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in (A, B, acc)):
+        return None
+    if not (isinstance(a_offs, types.UniTuple) and isinstance(a_offs.dtype, types.Integer)):
+        return None
+    rows = a_offs.count
+    sig = types.void(A, a_offs, B, b_off, ldb, K, acc)
+
+    def codegen(context, builder, signature, args):
+        ap, bp, cp = (_data(context, builder, signature.args[i], args[i]) for i in (0, 2, 6))
+        i64 = ir.IntType(64)
+        a0 = [context.cast(builder, builder.extract_value(args[1], i), a_offs.dtype, types.int64) for i in range(rows)]
+        b0, ld, k = (context.cast(builder, args[i], signature.args[i], types.int64) for i in (3, 4, 5))
+        vt = ir.VectorType(ir.FloatType(), 8)
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt] * 3), "llvm.fma.v8f32")
+        undef = ir.Constant(vt, ir.Undefined)
+        lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8)
+
+        def operands(l):
+            row = builder.gep(bp, [builder.add(b0, builder.mul(l, ld))])
+            bv = builder.load(builder.bitcast(row, vt.as_pointer()), align=4)
+            av = []
+            for i in range(rows):
+                a = builder.load(builder.gep(ap, [builder.add(a0[i], l)]), align=4)
+                a = builder.insert_element(undef, a, ir.Constant(ir.IntType(32), 0))
+                av.append(builder.shuffle_vector(a, undef, lanes0))  # broadcast
+            return av, bv
+
+        def quad(t, acc_):
+            out = list(acc_)
+            for q in range(4):
+                av, bv = operands(builder.add(builder.mul(t, ir.Constant(i64, 4)), ir.Constant(i64, q)))
+                for i in range(rows):
+                    out[q * rows + i] = builder.call(fma, [av[i], bv, acc_[q * rows + i]])
+            return out
+
+        def tail(t, p0):
+            av, bv = operands(builder.add(main, t))
+            return [builder.fadd(p0[i], builder.fmul(av[i], bv)) for i in range(rows)]
+
+        def maybe_loop(trips, body, init):
+            """``ir_loop`` where ``trips`` may be 0: its values, or ``init`` unchanged."""
+            before = builder.block
+            with builder.if_then(builder.icmp_signed(">", trips, ir.Constant(i64, 0))):
+                done = ir_loop(builder, trips, body, init)
+                last = builder.block
+            merged = []
+            for v0, v1 in zip(init, done):
+                ph = builder.phi(vt)
+                ph.add_incoming(v0, before)
+                ph.add_incoming(v1, last)
+                merged.append(ph)
+            return merged
+
+        zero = ir.Constant(vt, [0.0] * 8)
+        quads = builder.sdiv(k, ir.Constant(i64, 4))
+        main = builder.mul(quads, ir.Constant(i64, 4))
+        p = maybe_loop(quads, quad, [zero] * (4 * rows))
+        p0 = maybe_loop(builder.sub(k, main), tail, p[:rows])
+        for i in range(rows):
+            total = builder.fadd(builder.fadd(builder.fadd(p0[i], p[rows + i]), p[2 * rows + i]), p[3 * rows + i])
+            builder.store(total, builder.bitcast(builder.gep(cp, [ir.Constant(i64, 8 * i)]), vt.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, parallel=True)
+def notrans_fast(A, B, out):
+    """:func:`notrans`'s order in the host's binary32 arithmetic, for operands proved safe as for
+    :func:`transa_fast` (``tilegemm.onednn.chains.binary32_steps_hold``): the four partial sums'
+    fused multiply-adds, the tail's products rounded and then added into partial 0, and
+    ``((p0 + p1) + p2) + p3``, the same operations on the same operands as ATen's. ``A`` (nb, M,
+    K) and ``B`` (nb, K, N): bf16 codes, widened first (exactly: the code in the high half of the
+    float32 bits; B's rows padded to whole 8-lane vectors). The outputs go in tiles of
+    :data:`_NT_ROWS` rows by 8 columns (:func:`_notrans_tile`); a tile's rows past M repeat the
+    last row, and are computed, not stored."""
+    nb, M, K = A.shape
+    N = B.shape[2]
+    panels = (N + 7) // 8
+    Au = np.empty(A.size, np.uint32)
+    Ac = A.reshape(A.size)
+    for x in range(A.size):
+        Au[x] = np.uint32(Ac[x]) << np.uint32(16)
+    Bu = np.zeros(nb * panels * K * 8, np.uint32)  # [b][panel][l][8 columns]
+    for bl in prange(nb * K):
+        b, l = bl // K, bl % K
+        for j in range(N):
+            Bu[((b * panels + j // 8) * K + l) * 8 + j % 8] = np.uint32(B[b, l, j]) << np.uint32(16)
+    Af, Bf = Au.view(np.float32), Bu.view(np.float32)
+    R = _NT_ROWS
+    blocks = (panels + _NT_PANELS - 1) // _NT_PANELS
+    for job in prange(nb * blocks):
+        b = job // blocks
+        p0 = (job % blocks) * _NT_PANELS
+        acc = np.empty(R * 8, np.float32)
+        for i0 in range(0, M, R):
+            rows = (min(i0, M - 1), min(i0 + 1, M - 1), min(i0 + 2, M - 1))
+            a_offs = ((b * M + rows[0]) * K, (b * M + rows[1]) * K, (b * M + rows[2]) * K)
+            for pn in range(p0, min(p0 + _NT_PANELS, panels)):
+                _notrans_tile(Af, a_offs, Bf, (b * panels + pn) * K * 8, 8, K, acc)
+                j0 = pn * 8
+                for ii in range(min(R, M - i0)):
+                    for jj in range(min(8, N - j0)):
+                        out[b, i0 + ii, j0 + jj] = acc[ii * 8 + jj]
 
 
 @njit(cache=True)

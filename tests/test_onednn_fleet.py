@@ -245,29 +245,36 @@ def test_other_classes_reference(cls, case):
     _check(case, torch_op(_ref_mm, _ref_linear, case, A, B, C, **kw), cls)
 
 
-def test_avx2_transa_runs_in_binary32_where_its_proof_holds(monkeypatch):
-    """ATen's transa order runs as the host's own binary32 steps (``kernels.aten.transa_fast``)
-    where ``chains.fused_transa_holds`` proves them exact: the recorded avx2 cases of ordinary
-    data take it, and give every recorded bit (the edge cases, refused, in :func:`test_edges`)."""
+def test_avx2_orders_run_in_binary32_where_their_proof_holds(monkeypatch):
+    """ATen's transa and notrans orders run as the host's own binary32 steps
+    (``kernels.aten.transa_fast``, ``notrans_fast``) where ``chains.binary32_steps_hold`` proves
+    them exact: the recorded avx2 cases of ordinary data take them, and give every recorded bit
+    (the edge cases, refused, in :func:`test_edges`)."""
     from tilegemm.kernels import aten
 
-    calls = []
-    real = aten.transa_fast
+    calls = {"transa_fast": 0, "notrans_fast": 0}
 
-    def spy(A, W, V, out):
-        calls.append(A.shape)
-        real(A, W, V, out)
+    def spy(name):
+        real = getattr(aten, name)
 
-    monkeypatch.setattr(aten, "transa_fast", spy)
-    fused = 0
+        def counted(*args):
+            calls[name] += 1
+            real(*args)
+
+        return counted
+
+    for name in calls:
+        monkeypatch.setattr(aten, name, spy(name))
+    cases = {"transa_fast": 0, "notrans_fast": 0}
     for cls, case in OTHER_CHEAP:
         if cls != "avx2":
             continue
-        before = len(calls)
+        before = dict(calls)
         A, B, C = (None if x is None else x.view(BF) for x in silicon.fleet_inputs(case))
         _check(case, torch_op(onednn.matmul, onednn.linear, case, A, B, C, host=AVX2, onednn_threads=1), cls)
-        fused += len(calls) > before
-    assert fused >= 20, fused
+        for name in calls:
+            cases[name] += calls[name] > before[name]
+    assert cases["transa_fast"] >= 20 and cases["notrans_fast"] >= 5, cases
 
 
 AVX512_CASES = silicon.fleet_cases("avx512_core")

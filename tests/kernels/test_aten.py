@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tilegemm.formats import kernel_input
 from tilegemm.kernels import aten
 from tilegemm.onednn import chains
 from tilegemm.reference import aten as ref
@@ -46,39 +47,55 @@ def test_kernels_follow_the_reference(K, kind):
     with np.errstate(all="ignore"):
         for name, rhs in (("notrans", B), ("transa", W), ("sequential", B)):
             out = np.empty((2, 5, 7), np.float32)
-            codes = [(np.ascontiguousarray(v).view(np.uint32) >> 16).astype(np.uint16) for v in (A, rhs)]
+            codes = [kernel_input((np.ascontiguousarray(v).view(np.uint32) >> 16).astype(np.uint16)) for v in (A, rhs)]
             getattr(aten, name)(*codes, aten.VALUES, out)
             want = ref.dot(A[:, :, None, :], W[:, None, :, :], name)
             assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), name
-            if name == "transa":  # the binary32 kernel, where its proof holds: only normal data
-                assert chains.fused_transa_holds(*codes) == (kind == "normal")
+            if name != "sequential":  # the binary32 kernels, where their proof holds: only normal data
+                assert chains.binary32_steps_hold(*codes) == (kind == "normal")
                 if kind == "normal":
                     fused = np.empty((2, 5, 7), np.float32)
-                    aten.transa_fast(*codes, aten.VALUES, fused)
-                    assert np.array_equal(fused.view(np.uint32), want.view(np.uint32)), "transa_fast"
+                    _fast(name, *codes, fused)
+                    assert np.array_equal(fused.view(np.uint32), want.view(np.uint32)), name + "_fast"
+
+
+def _fast(name, A, B, out):
+    """The binary32 kernel of ATen's order ``name`` on bf16 codes, passed as ``_run_aten`` passes
+    them (read-only and C-contiguous: one compile per kernel)."""
+    A, B = kernel_input(A), kernel_input(B)
+    if name == "transa":
+        aten.transa_fast(A, B, aten.VALUES, out)
+    else:
+        aten.notrans_fast(A, B, out)
 
 
 @pytest.mark.parametrize(
-    "nb,M,N,K",
+    "name,nb,M,N,K",
     [
-        (1, 1, 1, 64),  # a few rows of A: one output at a time, W as it lies
-        (2, 2, 33, 130),
-        (1, 3, 4, 64),  # one whole register tile
-        (1, 4, 40, 1100),  # tiles cut by M and N; jobs of 32 rows of W; 17 blocks and both tails
-        (3, 7, 13, 513),
-        (1, 6, 9, 15),  # no block of 64: tails only
+        ("notrans", 1, 1, 1, 1),
+        ("notrans", 2, 5, 7, 3),  # no group of 4: the tail only, into partial 0
+        ("notrans", 1, 4, 9, 64),
+        ("notrans", 2, 7, 13, 130),  # tiles cut by M and N, a tail of 2
+        ("notrans", 1, 2, 40, 259),  # B in 5 panels over two jobs
+        ("transa", 1, 1, 1, 64),  # a few rows of A: one output at a time, W as it lies
+        ("transa", 2, 2, 33, 130),
+        ("transa", 1, 3, 4, 64),  # one whole register tile
+        ("transa", 1, 4, 40, 1100),  # tiles cut by M and N; jobs of 32 rows of W; 17 blocks, both tails
+        ("transa", 3, 7, 13, 513),
+        ("transa", 1, 6, 9, 15),  # no block of 64: tails only
     ],
 )
-def test_transa_fast_tiles_change_no_bit(nb, M, N, K):
-    """transa_fast's register tiles, its packed rows and its few-rows path, at every edge of
-    them, against the readable reference's transa order."""
+def test_binary32_kernels_tiles_change_no_bit(name, nb, M, N, K):
+    """The binary32 kernels' register tiles, packed rows and panels, and transa_fast's few-rows
+    path, at every edge of them, against the readable reference's order."""
     rng = np.random.default_rng(nb * 1000 + M * 100 + N + K)
     A = _operands(rng, (nb, M, K), "normal")
     W = _operands(rng, (nb, N, K), "normal")
-    assert chains.fused_transa_holds(_codes(A), _codes(W))
+    rhs = W if name == "transa" else np.swapaxes(W, -1, -2)
+    assert chains.binary32_steps_hold(_codes(A), _codes(rhs))
     out = np.empty((nb, M, N), np.float32)
-    aten.transa_fast(_codes(A), _codes(W), aten.VALUES, out)
-    want = ref.dot(A[:, :, None, :], W[:, None, :, :], "transa")
+    _fast(name, _codes(A), _codes(rhs), out)
+    want = ref.dot(A[:, :, None, :], W[:, None, :, :], name)
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
 
 
@@ -102,7 +119,7 @@ def _codes(x):
         (190, 180, 256, False),  # K of 9 bits: the bound reaches 2^128
     ],
 )
-def test_the_fused_transa_proof_at_its_edges(ea, ew, K, holds):
+def test_the_binary32_proof_at_its_edges(ea, ew, K, holds):
     """The proof's two bounds, each at the last exponents it accepts and the first it refuses;
     where it holds, the binary32 kernel gives the reference's bits, cancellations included."""
     rng = np.random.default_rng(ea + ew + K)
@@ -111,23 +128,24 @@ def test_the_fused_transa_proof_at_its_edges(ea, ew, K, holds):
     # row 0 of A against column 1: products that cancel in pairs, in different lanes
     A[0, 0, 1::2] = A[0, 0, 0::2]
     W[0, 1, 1::2] = -W[0, 1, 0::2]
-    assert chains.fused_transa_holds(_codes(A), _codes(W)) == holds
-    if holds:
-        out = np.empty((1, 6, 9), np.float32)
-        aten.transa_fast(_codes(A), _codes(W), aten.VALUES, out)
-        want = ref.dot(A[:, :, None, :], W[:, None, :, :], "transa")
-        assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
+    assert chains.binary32_steps_hold(_codes(A), _codes(W)) == holds
+    if holds:  # both binary32 kernels, B as transa and as notrans read it
+        for name, rhs in (("transa", W), ("notrans", np.swapaxes(W, -1, -2))):
+            out = np.empty((1, 6, 9), np.float32)
+            _fast(name, _codes(A), _codes(rhs), out)
+            want = ref.dot(A[:, :, None, :], W[:, None, :, :], name)
+            assert np.array_equal(out.view(np.uint32), want.view(np.uint32)), name
 
 
-def test_the_fused_transa_proof_refuses_what_the_host_could_change():
+def test_the_binary32_proof_refuses_what_the_host_could_change():
     """A denormal operand (which DAZ would zero), an infinity or a NaN (whose NaNs are the host's
     own) is refused; operands of zeros are accepted (every product is zero)."""
     A = np.full((1, 2, 3), 0x3F80, np.uint16)
     for code in (0x0001, 0x8040, 0x7F80, 0xFF80, 0x7FC0, 0x7F81):
         W = np.full((1, 2, 3), 0x3F80, np.uint16)
         W[0, 1, 2] = code
-        assert not chains.fused_transa_holds(A, W), hex(code)
-        assert not chains.fused_transa_holds(W, A), hex(code)
+        assert not chains.binary32_steps_hold(A, W), hex(code)
+        assert not chains.binary32_steps_hold(W, A), hex(code)
     zeros = np.zeros((1, 2, 3), np.uint16)
     zeros[0, 0, 0] = 0x8000
-    assert chains.fused_transa_holds(zeros, A) and chains.fused_transa_holds(A, zeros)
+    assert chains.binary32_steps_hold(zeros, A) and chains.binary32_steps_hold(A, zeros)

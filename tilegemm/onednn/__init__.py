@@ -302,10 +302,10 @@ def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     """``run`` on an ATen host: each output one float32 dot product in the order of the kernel
     PyTorch picks (``p.kernel``), then ``c`` (``fma(beta, c, dot)``) and ``c10::BFloat16``'s
     rounding. ``b``: bf16 codes (..., K, N) (a transposed view for ``transa``), or a PackedB.
-    ``transa`` runs as the host's own binary32 steps (``kernels.aten.transa_fast``) where
-    ``chains.fused_transa_holds`` proves them exact; otherwise the chains run as batched
-    ``fp32_fma`` products (:mod:`tilegemm.onednn.chains`) where they can, else element by element
-    (``tilegemm.kernels.aten``)."""
+    ``transa`` and ``notrans`` run as the host's own binary32 steps (``kernels.aten.transa_fast``,
+    ``notrans_fast``) where ``chains.binary32_steps_hold`` proves them exact; otherwise the chains
+    run as batched ``fp32_fma`` products (:mod:`tilegemm.onednn.chains`) where they can, else
+    element by element (``tilegemm.kernels.aten``)."""
     from ..api import _LAUNCH, _numba_threads
     from ..kernels import aten
 
@@ -313,13 +313,20 @@ def _run_aten(a, b, p: Plan, c, beta: float, result_shape: tuple, threads: int |
     codes = kernel_input(A).view(np.uint16)
     acc = None
     if p.kernel == "notrans":
-        acc = chains.notrans(codes, B.view(np.uint16), threads)
+        Bc = B.view(np.uint16)
+        if chains.binary32_steps_hold(codes, Bc):  # the hardware's own binary32 steps, proved exact
+            out = np.empty(A.shape[:2] + (B.shape[2],), np.float32)
+            with _LAUNCH, _numba_threads(threads):
+                aten.notrans_fast(codes, kernel_input(Bc), out)
+            acc = _bits(out)
+        else:
+            acc = chains.notrans(codes, Bc, threads)
     elif p.kernel == "transa":
         W = np.swapaxes(B, -1, -2).view(np.uint16)
-        if chains.fused_transa_holds(codes, W):  # the hardware's own binary32 steps, proved exact
+        if chains.binary32_steps_hold(codes, W):
             out = np.empty(A.shape[:2] + (W.shape[1],), np.float32)
             with _LAUNCH, _numba_threads(threads):
-                aten.transa_fast(codes, np.ascontiguousarray(W), aten.VALUES, out)
+                aten.transa_fast(codes, kernel_input(W), aten.VALUES, out)
             acc = _bits(out)
         elif A.shape[1] >= _TRANSA_ROWS:
             acc = chains.transa(codes, W, threads)

@@ -10,11 +10,11 @@ kernel's chains become one batched call of the library's own FMA kernels, the ch
 batch, and the tree becomes :func:`tilegemm.onednn.vaddps` calls on whole arrays (ATen's tree of
 64 accumulators one :func:`float32.add_tree` pass).
 
-ATen's ``transa`` runs before any of this as the host's own binary32 steps where
-:func:`fused_transa_holds` proves them exact (``kernels.aten.transa_fast``); the batched form
-here takes the operands that proof refuses. Two cases are left to the compiled kernels of ``tilegemm.kernels.aten`` and
-``tilegemm.kernels.gemm_jit``, which take every element one by one (the functions here return
-None for them):
+ATen's ``transa`` and ``notrans`` run before any of this as the host's own binary32 steps where
+:func:`binary32_steps_hold` proves them exact (``kernels.aten.transa_fast`` and
+``notrans_fast``); the batched forms here take the operands that proof refuses. Two cases are
+left to the compiled kernels of ``tilegemm.kernels.aten`` and ``tilegemm.kernels.gemm_jit``,
+which take every element one by one (the functions here return None for them):
 
 - operands that hold a NaN: where two NaNs meet, the bits depend on which operand each kernel's
   instruction names first, which a batched product does not keep (NaNs that arithmetic makes
@@ -33,7 +33,7 @@ from ..formats import bf16_dtype
 from .float32 import add_tree, vaddps
 from .schedule import gemm_k_blocks
 
-__all__ = ["notrans", "transa", "gemm", "GemmWeights", "fused_transa_holds"]
+__all__ = ["notrans", "transa", "gemm", "GemmWeights", "binary32_steps_hold"]
 
 _BF = bf16_dtype()
 #: Output floats of one batched call at most (64 MiB): larger products are cut along N.
@@ -82,8 +82,9 @@ def _exponents(codes: np.ndarray) -> tuple[int, int, bool]:
     return int(lo), int(hi), bool(denormal)
 
 
-def fused_transa_holds(A: np.ndarray, W: np.ndarray) -> bool:
-    """Whether ``kernels.aten.transa_fast`` may run on bf16 codes ``A`` (..., K) and ``W``: no
+def binary32_steps_hold(A: np.ndarray, W: np.ndarray) -> bool:
+    """Whether ATen's orders may run as the host's own binary32 steps (``kernels.aten.transa_fast``
+    and ``notrans_fast``) on bf16 codes ``A`` (..., K) and ``W`` (either layout): no
     denormal, infinity or NaN among them (DAZ would zero a denormal operand; an infinity makes
     NaNs, whose bits are the host's), every product zero or a multiple of 2^-126, and no sum able
     to reach 2^128. A bf16 value of biased exponent e is a multiple of 2^(e - 134), so a product

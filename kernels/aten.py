@@ -173,8 +173,11 @@ def _fma32(typingctx, a, b, c):
 _TILE = (3, 4)
 #: Rows of W per parallel job of transa_fast (a whole number of tiles).
 _FAST_COLS = 32
-#: Rows of A below which transa_fast reads W as it lies instead of packing it.
-_FEW_ROWS = 3
+#: Rows of A below which transa_fast reads W as it lies, one output at a time, instead of
+#: packing it: packing costs a pass over W whatever M is, which the tiles pay back from about 20
+#: rows (1 x 4096 x 4096 and up, one thread, Zen 3: 16 rows 29 ms tiled and 24 ms one at a time,
+#: 32 rows 41 ms and 56 ms).
+_FEW_ROWS = 20
 
 
 def _packed_pass(mr: int, nr: int):
@@ -349,8 +352,8 @@ def transa_fast(A, W, V, out):
 
     The outputs go in register tiles (:data:`_TILE`), each register of ATen's eight one pass over
     packed copies of the tile's rows; a tile's rows past M or N repeat the last row and are
-    computed, not stored; a few rows of A (fewer than :data:`_FEW_ROWS`) go one output at a time. Each output's
-    chains are the same operations in the same order whichever tile holds it."""
+    computed, not stored. Fewer rows of A than :data:`_FEW_ROWS` go one output at a time. Each
+    output's chains are the same operations in the same order whichever way it goes."""
     nb, M, K = A.shape
     N = W.shape[1]
     main, mid = K - K % 64, K - K % 16

@@ -77,12 +77,13 @@ def _fast(name, A, B, out):
         ("notrans", 1, 4, 9, 64),
         ("notrans", 2, 7, 13, 130),  # tiles cut by M and N, a tail of 2
         ("notrans", 1, 2, 40, 259),  # B in 5 panels over two jobs
-        ("transa", 1, 1, 1, 64),  # a few rows of A: one output at a time, W as it lies
+        ("transa", 1, 1, 1, 64),  # few rows of A: one output at a time, W as it lies
         ("transa", 2, 2, 33, 130),
-        ("transa", 1, 3, 4, 64),  # one whole register tile
-        ("transa", 1, 4, 40, 1100),  # tiles cut by M and N; jobs of 32 rows of W; 17 blocks, both tails
-        ("transa", 3, 7, 13, 513),
-        ("transa", 1, 6, 9, 15),  # no block of 64: tails only
+        ("transa", 1, 19, 9, 15),  # the most rows that go one output at a time; tails only
+        ("transa", 1, 21, 4, 64),  # whole register tiles from here on
+        ("transa", 1, 20, 40, 1100),  # tiles cut by M and N; jobs of 32 rows of W; 17 blocks, both tails
+        ("transa", 3, 22, 13, 513),
+        ("transa", 1, 24, 9, 15),  # no block of 64: tails only
     ],
 )
 def test_binary32_kernels_tiles_change_no_bit(name, nb, M, N, K):

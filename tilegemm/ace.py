@@ -348,6 +348,7 @@ def build_a(instr: Instruction, lay: Layout, a: np.ndarray, k_blocks: int, scale
     fmt = instr.a
     if scales is None:
         scales = np.full((nA, M, -(-K // instr.scale_block)), E8M0_ONE, np.uint8)
+    scales = kernel_input(scales)  # the caller's scales or all-ones alike: one compile per layout of dst
     if lay.step_bounds:  # each row: the values, then one bound per step
         panels = panels[:-1] + (instr.k_block + lay.step_bounds,)
     dst = np.zeros(panels, lay.dtype)

@@ -65,7 +65,7 @@ def _rows(v: np.ndarray, shape: tuple, rows: int, cols: int) -> np.ndarray:
     bias), or every row, C-contiguous (another broadcast, such as a column, is copied out)."""
     core = stored(v)
     if core.size == 1:
-        return np.full((1, cols), core.reshape(()), np.uint32)
+        return kernel_input(np.full((1, cols), core.reshape(()), np.uint32))  # read-only: one compile
     if math.prod(core.shape[:-1]) == 1 and core.shape[-1] == cols:
         return kernel_input(core).reshape(1, cols)
     return kernel_input(np.broadcast_to(v, shape)).reshape(rows, cols)

@@ -2,8 +2,9 @@
 
 - ``families.py``: the kernel families, declared once as data (entries, body, layouts, register
   blocking by target class), and the constants every body shares; no Numba.
-- ``gemm.py``: the one driver, ``drive`` (superblocks in ``prange``, or rows of superblocks for
-  the variants registered so), and the entry points of the families declared in ``families.py``.
+- ``gemm.py``: the one driver, ``drive`` (superblocks, or rows of superblocks for the variants
+  registered so, shared out among the workers), and the entry points of the families declared
+  in ``families.py``.
 - ``tiles.py``: one tile multiply per body, chosen at compile time by its variant, and the
   registry of chunk-of-steps bodies.
 - ``vector.py``: the register-blocked vector bodies, as explicit LLVM vector IR.
@@ -31,9 +32,13 @@ The contract of the GEMM entry points (``docs/architecture.md``, "The microkerne
 framework in ``tilegemm/`` prepares the operands and looks the kernel up in ``tilegemm.dispatch``;
 a kernel never converts, packs or checks input):
 
-``gemm_*(A, B, C, ia, ib, k, rows, cols, *switch_codes)``, which calls
-``gemm.drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes)``.
+``gemm_*(w, nw, A, B, C, ia, ib, k, rows, cols, *switch_codes)``, which calls
+``gemm.drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes, w, nw)``.
 
+- ``w``, ``nw``: this call is worker ``w`` of ``nw``; it runs its own share of the superblocks
+  (``gemm.share``) and returns. Entries are compiled with ``nogil=True`` and
+  ``tilegemm.workers.run`` calls all ``nw`` at once on threads, never Numba's ``prange``, which
+  compiles the whole kernel once more (``tilegemm/workers.py`` says why).
 - ``A``: ``(nA, M_tiles, KB, 16, k_step)`` C-contiguous panels (one 16-row tile of A per K
   step), in the family's A layout (``tilegemm.layouts``), zero-padded along M and K.
 - ``B``: ``(nB, NB, KB, 16, ...)`` C-contiguous, column panels first (``PackedB.kernel_b``), in

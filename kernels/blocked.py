@@ -42,7 +42,7 @@ widened to int16 when packed and B in the body.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from . import bodies, exact, families, rounding, targets, vector
 from ._cache import closure_jit, stamp_with_dependencies
@@ -528,48 +528,40 @@ def _float_driver(dot, fp16, body, engine="fma"):
     job, R, NR = _float_job(dot, fp16, body, _P.flag_rows, engine)
 
     @njit(inline="always")
-    def driver(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
+    def driver(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st):
         nC, M, N = C.shape
         KBt, NB = B.shape[1], B.shape[2]
         Bf = B.reshape(B.size)
-        rsplit, csplit = _split(nthr, nC, M, N, R, NR)
+        rsplit, csplit = _split(nw, nC, M, N, R, NR)
         njobs = nC * rsplit * csplit
-        st = np.zeros((njobs, len(PATHS)), np.int64)
-        taken = np.zeros(1, np.int64)
-        for _ in prange(min(nthr, njobs)):  # one worker per thread, taking jobs until none is left
+        jb = fetch_add(taken, 0, 1)  # one worker of nw, taking jobs until none is left
+        while jb < njobs:
+            ci, i0, i1, j0, j1 = _job(jb, rsplit, csplit, M, N, R, NR)
+            if i0 < i1 and j0 < j1:
+                job(
+                    A,
+                    a_f32,
+                    ia[ci],
+                    a_k0,
+                    Bf,
+                    ib[ci],
+                    KBt,
+                    NB,
+                    bexp,
+                    C,
+                    ci,
+                    k,
+                    kc,
+                    i0,
+                    i1,
+                    j0,
+                    j1,
+                    force,
+                    c_dirty,
+                    one_row,
+                    st[w],
+                )
             jb = fetch_add(taken, 0, 1)
-            while jb < njobs:
-                ci, i0, i1, j0, j1 = _job(jb, rsplit, csplit, M, N, R, NR)
-                if i0 < i1 and j0 < j1:
-                    job(
-                        A,
-                        a_f32,
-                        ia[ci],
-                        a_k0,
-                        Bf,
-                        ib[ci],
-                        KBt,
-                        NB,
-                        bexp,
-                        C,
-                        ci,
-                        k,
-                        kc,
-                        i0,
-                        i1,
-                        j0,
-                        j1,
-                        force,
-                        c_dirty,
-                        one_row,
-                        st[jb],
-                    )
-                jb = fetch_add(taken, 0, 1)
-        out = np.zeros(len(PATHS), np.int64)
-        for jb in range(njobs):
-            for p in range(len(PATHS)):
-                out[p] += st[jb, p]
-        return out
 
     return driver
 
@@ -583,32 +575,34 @@ _DOT_BF16_VDP = _float_driver(True, False, _P.dot, "vdpbf16ps")
 
 # The entry points (contract in kernels/__init__.py). One per B format and family, each compiled
 # (and cached) for one signature: A uint16 (nA, M, K or 2K), B uint32 (nB, KB, NB, 256) dwords,
-# bexp int16 (nB, KB, NB), C float32 (nC, M, N).
-@njit(cache=True, parallel=True)
-def gemm_pairs_bf16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
-    return _PAIRS_BF16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
+# bexp int16 (nB, KB, NB), C float32 (nC, M, N). Each call is worker ``w`` of ``nw``
+# (``tilegemm.workers``): the workers share ``taken``, the job counter (one int64, zero), and the
+# float entries add the path counts of their blocks to their own row of ``st`` (nw x PATHS).
+@njit(cache=True, nogil=True)
+def gemm_pairs_bf16(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st):
+    _PAIRS_BF16(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st)
 
 
-@njit(cache=True, parallel=True)
-def gemm_pairs_fp16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
-    return _PAIRS_FP16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
+@njit(cache=True, nogil=True)
+def gemm_pairs_fp16(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st):
+    _PAIRS_FP16(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st)
 
 
-@njit(cache=True, parallel=True)
-def gemm_dot_bf16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
-    return _DOT_BF16(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
+@njit(cache=True, nogil=True)
+def gemm_dot_bf16(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st):
+    _DOT_BF16(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st)
 
 
 # TDPBF16PS and VDPBF16PS on the VDPBF16PS engine: compiled only where the target has
 # AVX512_BF16 (the dispatcher never picks them elsewhere: ``tilegemm.dispatch.Kernel.engine``).
-@njit(cache=True, parallel=True)
-def gemm_pairs_bf16_vdp(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
-    return _PAIRS_BF16_VDP(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
+@njit(cache=True, nogil=True)
+def gemm_pairs_bf16_vdp(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st):
+    _PAIRS_BF16_VDP(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st)
 
 
-@njit(cache=True, parallel=True)
-def gemm_dot_bf16_vdp(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr):
-    return _DOT_BF16_VDP(A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, nthr)
+@njit(cache=True, nogil=True)
+def gemm_dot_bf16_vdp(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st):
+    _DOT_BF16_VDP(w, nw, A, a_f32, a_k0, B, ia, ib, bexp, C, k, kc, force, c_dirty, one_row, taken, st)
 
 
 # --------------------------------------------------------------------------------------------
@@ -796,40 +790,38 @@ def _int_driver(body):
     job, R, NR = _int_job(body)
 
     @njit(inline="always")
-    def driver(A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, one_row, nthr):
+    def driver(w, nw, A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, one_row, taken):
         nC, M, N = C.shape
         KBt, NB = B.shape[1], B.shape[2]
         Bf = B.reshape(B.size)
-        rsplit, csplit = _split(nthr, nC, M, N, R, NR)
+        rsplit, csplit = _split(nw, nC, M, N, R, NR)
         njobs = nC * rsplit * csplit
-        taken = np.zeros(1, np.int64)
-        for _ in prange(min(nthr, njobs)):  # as the float driver
+        jb = fetch_add(taken, 0, 1)  # as the float driver
+        while jb < njobs:
+            ci, i0, i1, j0, j1 = _job(jb, rsplit, csplit, M, N, R, NR)
+            if i0 < i1 and j0 < j1:
+                job(
+                    A,
+                    a_signed,
+                    ia[ci],
+                    a_k0,
+                    Bf,
+                    b_signed,
+                    ib[ci],
+                    KBt,
+                    NB,
+                    colsum,
+                    C,
+                    ci,
+                    k,
+                    kc,
+                    i0,
+                    i1,
+                    j0,
+                    j1,
+                    one_row,
+                )
             jb = fetch_add(taken, 0, 1)
-            while jb < njobs:
-                ci, i0, i1, j0, j1 = _job(jb, rsplit, csplit, M, N, R, NR)
-                if i0 < i1 and j0 < j1:
-                    job(
-                        A,
-                        a_signed,
-                        ia[ci],
-                        a_k0,
-                        Bf,
-                        b_signed,
-                        ib[ci],
-                        KBt,
-                        NB,
-                        colsum,
-                        C,
-                        ci,
-                        k,
-                        kc,
-                        i0,
-                        i1,
-                        j0,
-                        j1,
-                        one_row,
-                    )
-                jb = fetch_add(taken, 0, 1)
 
     return driver
 
@@ -837,9 +829,9 @@ def _int_driver(body):
 _QUADS = _int_driver(_P.quads)
 
 
-@njit(cache=True, parallel=True)
-def gemm_quads(A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, one_row, nthr):
-    _QUADS(A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, one_row, nthr)
+@njit(cache=True, nogil=True)
+def gemm_quads(w, nw, A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, one_row, taken):
+    _QUADS(w, nw, A, a_signed, a_k0, B, b_signed, ia, ib, colsum, C, k, kc, one_row, taken)
 
 
 #: Entry point -> the field of the target table's row that gives its body.
@@ -879,7 +871,7 @@ def work_bytes(name: str, nC: int, M: int, N: int, kc: int, nthr: int, engine: s
         fixed += 4 * (rows * kc * bodies.CHAIN_ROW + kc * max(1, NR // TILE) * 256)
     dirty = nC * (-(-M // R) + rsplit) * (-(-N // NR) + csplit)
     # a thread holds one job's buffers at a time (a job frees them when it returns)
-    return min(jobs, max(1, nthr)) * fixed + dirty + jobs * len(PATHS) * 8 + 8
+    return min(jobs, max(1, nthr)) * fixed + dirty
 
 
 def fast_body(name: str, engine: str = "fma"):

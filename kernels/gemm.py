@@ -1,12 +1,13 @@
 """The one driver of the compiled GEMM entries (:func:`drive`) and those entries.
 
-Every entry point runs ``drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes)``: the
-family's body is ``variant``, a compile-time constant (``tiles.variant``; bodies register under
-their names), and the loop order comes with it.
+Every entry point is one worker ``w`` of ``nw`` (``tilegemm.workers`` runs them on threads) and
+runs ``drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes, w, nw)``: the family's body is
+``variant``, a compile-time constant (``tiles.variant``; bodies register under their names), and
+the loop order comes with it. Each worker takes a contiguous share of the jobs (:func:`share`).
 
 - Superblocks (the default): one superblock (``rows`` x ``cols`` C tiles of 16 x 16, a tiling of
-  ``tilegemm.TILINGS``) is one ``prange`` iteration, standing in for the seed's OpenMP loop, for
-  one chunk of ``K_CHUNK`` K steps. Inside it the tiles come in the seed's order (C00, C01, C10,
+  ``tilegemm.TILINGS``) is one job, standing in for an iteration of the seed's OpenMP loop, for
+  one chunk of ``K_CHUNK`` K steps after another. Inside it the tiles come in the seed's order (C00, C01, C10,
   C11 for 2x2), and each tile runs the chunk's K steps (``tiles.tile_steps``: one tile multiply
   per step, or a registered body that holds C in registers across the chunk), so its C block stays
   near the core between steps.
@@ -26,7 +27,7 @@ multiply of the exact body on the calling thread.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 from numba.extending import overload
 
 from . import ace, cfp16, exact, families, fp8, isa, rounding, targets, tiles, vector
@@ -45,7 +46,7 @@ K_CHUNK = 8
 
 
 @njit(inline="always")
-def _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
+def _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes, w, nw):
     nC, M, NL = C.shape
     N = NL // lanes
     MT, NB, KB = A.shape[1], B.shape[1], B.shape[2]
@@ -55,8 +56,10 @@ def _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
     Af, Bf, Cf = A.reshape(A.size), B.reshape(B.size), C.reshape(C.size)
     sm = -(-M // (TILE * rows))
     sn = -(-N // (TILE * cols))
+    jobs = nC * sm * sn
+    first, last = share(jobs, w, nw)
     for kc0 in range(0, KB, K_CHUNK):  # serial: every C element still sees its K steps in order
-        for job in prange(nC * sm * sn):
+        for job in range(first, last):
             _superblock(
                 Af,
                 Bf,
@@ -67,9 +70,7 @@ def _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
                 rows,
                 cols,
                 variant,
-                # prange's index is int64 where Numba types the loop before the parfor pass and
-                # uint64 in the parallel body it builds; as is, both types compiled a superblock.
-                np.int64(job),
+                job,
                 sm,
                 sn,
                 M,
@@ -85,6 +86,14 @@ def _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
                 codes,
                 lanes,
             )
+
+
+@njit
+def share(jobs, w, nw):
+    """``(first, stop)``: worker ``w`` of ``nw``'s contiguous share of jobs ``0 .. jobs - 1`` (the
+    static schedule of an OpenMP loop, and of Numba's ``prange``). A worker keeps its superblocks
+    across the K chunks, so no worker waits for another between chunks."""
+    return jobs * w // nw, jobs * (w + 1) // nw
 
 
 @njit(cache=True)
@@ -156,41 +165,41 @@ def _superblock(
 
 # One compiled entry point per variant: the variant is a constant in each, so each compiles
 # (and is cached) with only the arithmetic it runs, and a call never re-dispatches on a value.
-@njit(cache=True, parallel=True)
-def gemm_amx_fast(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, AMX_FAST, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_amx_fast(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, AMX_FAST, (), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_amx_exact(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_amx_exact(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_avx512_fast(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, AVX512_FAST, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_avx512_fast(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, AVX512_FAST, (), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_avx512_exact(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, AVX512_EXACT, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_avx512_exact(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, AVX512_EXACT, (), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_int(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1)  # integer tiles have a single body
+@njit(cache=True, nogil=True)
+def gemm_int(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, AMX_EXACT, (), 1, w, nw)  # integer tiles have a single body
 
 
 # AMX-COMPLEX: A panels hold (re, im) floats, two per K element, stepped as pairs (hence 2 * k);
 # C is the complex result as interleaved float32.
-@njit(cache=True, parallel=True)
-def gemm_cfp16_fast(A, B, C, ia, ib, k, rows, cols, rl_negate, im_lane_order):
-    drive(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_FAST, (rl_negate, im_lane_order), 2)
+@njit(cache=True, nogil=True)
+def gemm_cfp16_fast(w, nw, A, B, C, ia, ib, k, rows, cols, rl_negate, im_lane_order):
+    drive(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_FAST, (rl_negate, im_lane_order), 2, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_cfp16_exact(A, B, C, ia, ib, k, rows, cols, rl_negate, im_lane_order):
-    drive(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_EXACT, (rl_negate, im_lane_order), 2)
+@njit(cache=True, nogil=True)
+def gemm_cfp16_exact(w, nw, A, B, C, ia, ib, k, rows, cols, rl_negate, im_lane_order):
+    drive(A, B, C, ia, ib, 2 * k, rows, cols, CFP16_EXACT, (rl_negate, im_lane_order), 2, w, nw)
 
 
 # AMX-FP8's fast path where its body holds C in registers (tiles.FP8Q.hold_c): a job is a row of
@@ -222,7 +231,7 @@ def _rows_of_superblocks(job, span):
     mt1, t0, t1, codes)`` runs C tile rows ``mt0:mt1`` x column tiles ``t0:t1`` of result ``ci``."""
 
     @njit(inline="always")
-    def loop(A, B, C, ia, ib, k, rows, codes):
+    def loop(A, B, C, ia, ib, k, rows, codes, w, nw):
         nC, M, N = C.shape
         MT, NB, KB = A.shape[1], B.shape[1], B.shape[2]
         block = B.shape[3] * B.shape[4] * B.shape[5]
@@ -232,7 +241,8 @@ def _rows_of_superblocks(job, span):
         tiles_n = -(-N // TILE)
         split = min(tiles_n, max(1, -(-_ROW_JOBS // (nC * sm)), -(-tiles_n // span)))  # column parts per row
         per = -(-tiles_n // split)
-        for i in prange(nC * sm * split):
+        first, last = share(nC * sm * split, w, nw)
+        for i in range(first, last):
             ci = i // (sm * split)
             bm = (i // split) % sm
             t0 = (i % split) * per
@@ -347,27 +357,28 @@ def register_rows(name: str, body_rows: int, chunk: int, full_tile, span: int = 
     return v
 
 
-def drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
+def drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes, w, nw):
     """The one driver of the compiled GEMM entries: ``C[i] += A[ia[i]] @ B[ib[i]]`` through the
     body ``variant`` names (a compile-time constant), in the loop order it was registered with:
-    superblocks over C in ``prange``, K chunk by K chunk (``tiles.tile_steps``), or, for a
-    variant of :data:`ROW_ORDER`, rows of superblocks across N. ``codes``: the switch indices;
-    ``lanes``: C values per output (2: a complex result, interleaved)."""
+    superblocks over C, K chunk by K chunk (``tiles.tile_steps``), or, for a variant of
+    :data:`ROW_ORDER`, rows of superblocks across N; worker ``w`` of ``nw`` runs its share of
+    them. ``codes``: the switch indices; ``lanes``: C values per output (2: a complex result,
+    interleaved)."""
     raise NotImplementedError("only callable from compiled code")
 
 
 @overload(drive, inline="always", prefer_literal=True)
-def _drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
+def _drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes, w, nw):
     rows_loop = ROW_ORDER.get(getattr(variant, "literal_value", None))
     if rows_loop is not None:
 
-        def impl(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
-            rows_loop(A, B, C, ia, ib, k, rows, codes)
+        def impl(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes, w, nw):
+            rows_loop(A, B, C, ia, ib, k, rows, codes, w, nw)
 
         return impl
 
-    def impl(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes):
-        _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes)
+    def impl(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes, w, nw):
+        _superblocks(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes, w, nw)
 
     return impl
 
@@ -418,18 +429,18 @@ ACE_MX_ROWS = register_rows("ace_mx_rows", ace.shape("ace_mx").rows, 1 << 30, _p
 
 if _ROWS_LOOP:
 
-    @njit(cache=True, parallel=True)
-    def gemm_fp8_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
+    @njit(cache=True, nogil=True)
+    def gemm_fp8_fast(w, nw, A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
         if inf_cancel == 0 and dst_daz == 0:
-            drive(A, B, C, ia, ib, k, rows, cols, FP8_ROWS, (inf_cancel, dst_daz), 1)
+            drive(A, B, C, ia, ib, k, rows, cols, FP8_ROWS, (inf_cancel, dst_daz), 1, w, nw)
         else:  # the other readings run the exact body, step by step
-            drive(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1)
+            drive(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1, w, nw)
 
 else:
 
-    @njit(cache=True, parallel=True)
-    def gemm_fp8_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
-        drive(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1)
+    @njit(cache=True, nogil=True)
+    def gemm_fp8_fast(w, nw, A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
+        drive(A, B, C, ia, ib, k, rows, cols, FP8_FAST, (inf_cancel, dst_daz), 1, w, nw)
 
 
 # AMX-FP8 in binary32, each step checked through MXCSR (fp8.py; layout "fp8_32"), on every x86
@@ -439,17 +450,17 @@ else:
 FP8C_ROWS = register_rows("fp8c_rows", tiles.FP8C.rows, FP8_K_CHUNK, _fp8c_full_tile)
 
 
-@njit(cache=True, parallel=True)
-def gemm_fp8c_fast(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
+@njit(cache=True, nogil=True)
+def gemm_fp8c_fast(w, nw, A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
     if _MXCSR and inf_cancel == 0 and dst_daz == 0:
-        drive(A, B, C, ia, ib, k, rows, cols, FP8C_ROWS, (inf_cancel, dst_daz), 1)
+        drive(A, B, C, ia, ib, k, rows, cols, FP8C_ROWS, (inf_cancel, dst_daz), 1, w, nw)
     else:
-        drive(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
+        drive(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_fp8_exact(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
-    drive(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1)
+@njit(cache=True, nogil=True)
+def gemm_fp8_exact(w, nw, A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
+    drive(A, B, C, ia, ib, k, rows, cols, FP8_EXACT, (inf_cancel, dst_daz), 1, w, nw)
 
 
 # ACE outer products: a block of 16 steps per tile multiply, C rounded after each step. The MX
@@ -457,26 +468,26 @@ def gemm_fp8_exact(A, B, C, ia, ib, k, rows, cols, inf_cancel, dst_daz):
 # compared bit in the kernels (the FP8 decoding is in the operands); TOP2BF16PS takes ace_top2bf16.
 if _ROWS_LOOP:
 
-    @njit(cache=True, parallel=True)
-    def gemm_ace_mx_fast(A, B, C, ia, ib, k, rows, cols, *codes):
-        drive(A, B, C, ia, ib, k, rows, cols, ACE_MX_ROWS, codes, 1)
+    @njit(cache=True, nogil=True)
+    def gemm_ace_mx_fast(w, nw, A, B, C, ia, ib, k, rows, cols, *codes):
+        drive(A, B, C, ia, ib, k, rows, cols, ACE_MX_ROWS, codes, 1, w, nw)
 
 else:
 
-    @njit(cache=True, parallel=True)
-    def gemm_ace_mx_fast(A, B, C, ia, ib, k, rows, cols, *codes):
-        drive(A, B, C, ia, ib, k, rows, cols, ACE_MX_FAST, codes, 1)
+    @njit(cache=True, nogil=True)
+    def gemm_ace_mx_fast(w, nw, A, B, C, ia, ib, k, rows, cols, *codes):
+        drive(A, B, C, ia, ib, k, rows, cols, ACE_MX_FAST, codes, 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_ace_mx_exact(A, B, C, ia, ib, k, rows, cols, *codes):
-    drive(A, B, C, ia, ib, k, rows, cols, ACE_MX_EXACT, codes, 1)
+@njit(cache=True, nogil=True)
+def gemm_ace_mx_exact(w, nw, A, B, C, ia, ib, k, rows, cols, *codes):
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_MX_EXACT, codes, 1, w, nw)
 
 
 # MXINT8 in binary32 (layout "mx32"), under its own proof; elsewhere the call runs ace_mx.
-@njit(cache=True, parallel=True)
-def gemm_ace_mx32_fast(A, B, C, ia, ib, k, rows, cols, *codes):
-    drive(A, B, C, ia, ib, k, rows, cols, ACE_MX32_FAST, codes, 1)
+@njit(cache=True, nogil=True)
+def gemm_ace_mx32_fast(w, nw, A, B, C, ia, ib, k, rows, cols, *codes):
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_MX32_FAST, codes, 1, w, nw)
 
 
 # MX FP8 in binary32 where each step's bounds allow, else binary64 (layout "mx32c", under its own
@@ -486,73 +497,74 @@ def gemm_ace_mx32_fast(A, B, C, ia, ib, k, rows, cols, *codes):
 ACE_MX32C_ROWS = register_rows("ace_mx32c_rows", ace.shape("ace_mx32c").rows, 1 << 30, _per_block(ace.mx32c_body, TILE))
 
 
-@njit(cache=True, parallel=True)
-def gemm_ace_mx32c_fast(A, B, C, ia, ib, k, rows, cols, *codes):
-    drive(A, B, C, ia, ib, k, rows, cols, ACE_MX32C_ROWS, codes, 1)
+@njit(cache=True, nogil=True)
+def gemm_ace_mx32c_fast(w, nw, A, B, C, ia, ib, k, rows, cols, *codes):
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_MX32C_ROWS, codes, 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_ace_bf16_fast(A, B, C, ia, ib, k, rows, cols, top2bf16):
-    drive(A, B, C, ia, ib, k, rows, cols, ACE_BF16_FAST, (top2bf16,), 1)
+@njit(cache=True, nogil=True)
+def gemm_ace_bf16_fast(w, nw, A, B, C, ia, ib, k, rows, cols, top2bf16):
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_BF16_FAST, (top2bf16,), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_ace_bf16_exact(A, B, C, ia, ib, k, rows, cols, top2bf16):
-    drive(A, B, C, ia, ib, k, rows, cols, ACE_BF16_EXACT, (top2bf16,), 1)
+@njit(cache=True, nogil=True)
+def gemm_ace_bf16_exact(w, nw, A, B, C, ia, ib, k, rows, cols, top2bf16):
+    drive(A, B, C, ia, ib, k, rows, cols, ACE_BF16_EXACT, (top2bf16,), 1, w, nw)
 
 
 # The other CPUs' paths (isa.py): VPDPBUSDS, VPMADDUBSW + VPMADDWD + VPADDD, VFMADD231PS (fast
 # under the proof, exact otherwise) and VFMADD231PH (C as binary16 codes; emulated, or the
 # instruction itself on binary16 A and B where the target has it).
-@njit(cache=True, parallel=True)
-def gemm_i8sat(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, I8SAT, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_i8sat(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, I8SAT, (), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_i16pairs(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, I16PAIRS, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_i16pairs(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, I16PAIRS, (), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_f32fma_fast(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, F32FMA_FAST, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_f32fma_fast(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, F32FMA_FAST, (), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_f32fma_exact(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, F32FMA_EXACT, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_f32fma_exact(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, F32FMA_EXACT, (), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_f16acc(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, F16ACC, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_f16acc(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, F16ACC, (), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_f16acc_native(A, B, C, ia, ib, k, rows, cols):
-    drive(A, B, C, ia, ib, k, rows, cols, F16ACC_NATIVE, (), 1)
+@njit(cache=True, nogil=True)
+def gemm_f16acc_native(w, nw, A, B, C, ia, ib, k, rows, cols):
+    drive(A, B, C, ia, ib, k, rows, cols, F16ACC_NATIVE, (), 1, w, nw)
 
 
 # The tile API's entry points (``tilegemm.amx.TileUnit``): one tile multiply of the exact
-# variant, on the calling thread (a parallel launch per instruction would wait for a worker).
+# variant, on the calling thread, as the only worker (a launch of threads per instruction would
+# cost more than the instruction).
 # Operands as for the GEMM entries with one panel and one block; ``ia``/``ib`` are implied.
 _ONE = np.zeros(1, np.int64)
 
 
 @njit(cache=True)
 def tile_amx(A, B, C, k):
-    drive(A, B, C, _ONE, _ONE, k, 1, 1, AMX_EXACT, (), 1)  # TDPBF16PS/TDPFP16PS, and TDPB*D by C's type
+    drive(A, B, C, _ONE, _ONE, k, 1, 1, AMX_EXACT, (), 1, 0, 1)  # TDPBF16PS/TDPFP16PS, and TDPB*D by C's type
 
 
 @njit(cache=True)
 def tile_cfp16(A, B, C, k, rl_negate, im_lane_order):
-    drive(A, B, C, _ONE, _ONE, 2 * k, 1, 1, CFP16_EXACT, (rl_negate, im_lane_order), 2)
+    drive(A, B, C, _ONE, _ONE, 2 * k, 1, 1, CFP16_EXACT, (rl_negate, im_lane_order), 2, 0, 1)
 
 
 @njit(cache=True)
 def tile_fp8(A, B, C, k, inf_cancel, dst_daz):
-    drive(A, B, C, _ONE, _ONE, k, 1, 1, FP8_EXACT, (inf_cancel, dst_daz), 1)
+    drive(A, B, C, _ONE, _ONE, k, 1, 1, FP8_EXACT, (inf_cancel, dst_daz), 1, 0, 1)
 
 
 def superblock_step(variant, rows, cols, lanes=1, codes=()):

@@ -351,7 +351,7 @@ def _full_tile(Af, a_off, lda, Bf, b_off, Cf, c_off, ldc, nsteps, k, kb0, block,
 
 TF32_FAST = tiles.register_steps("tf32_fast", _tile_fast, tail=True)
 TF32_EXACT = tiles.register_steps("tf32_exact", _tile_exact, tail=True)
-# Rows of superblocks, 16 K steps per body call: one parallel region per call and C read once per
+# Rows of superblocks, 16 K steps per body call: one body call per 16 steps and C read once per
 # 16 steps, where the superblock loop launches one per 8 steps and copies each tile's C block. A
 # job spans at most 16 column tiles, so the chunk's B blocks (16 steps x 1 KiB a tile, 256 KiB)
 # stay in L2 while the job's rows run across them, and a job holds at least _JOB_TILES row tiles,
@@ -362,23 +362,23 @@ _JOB_TILES = 8
 _ONE = np.zeros(1, np.int64)
 
 
-@njit(cache=True, parallel=True)
-def gemm_tf32_fast(A, B, C, ia, ib, k, rows, cols, dst_daz, rounding):
+@njit(cache=True, nogil=True)
+def gemm_tf32_fast(w, nw, A, B, C, ia, ib, k, rows, cols, dst_daz, rounding):
     # The default switches only (FAMILY.fast_switches): the plan gives the others the exact entry.
     if dst_daz != 0 or rounding != 0:
         raise ValueError("gemm_tf32_fast runs the default switches only; the exact entry runs the others")
-    gemm.drive(A, B, C, ia, ib, k, max(rows, _JOB_TILES), cols, TF32_ROWS, (dst_daz, rounding), 1)
+    gemm.drive(A, B, C, ia, ib, k, max(rows, _JOB_TILES), cols, TF32_ROWS, (dst_daz, rounding), 1, w, nw)
 
 
-@njit(cache=True, parallel=True)
-def gemm_tf32_exact(A, B, C, ia, ib, k, rows, cols, dst_daz, rounding):
-    gemm.drive(A, B, C, ia, ib, k, rows, cols, TF32_EXACT, (dst_daz, rounding), 1)
+@njit(cache=True, nogil=True)
+def gemm_tf32_exact(w, nw, A, B, C, ia, ib, k, rows, cols, dst_daz, rounding):
+    gemm.drive(A, B, C, ia, ib, k, rows, cols, TF32_EXACT, (dst_daz, rounding), 1, w, nw)
 
 
 @njit(cache=True)
 def tile_tf32(A, B, C, k, dst_daz, rounding):
     """One TMMULTF32PS on one tile (the tile API), exact, on the calling thread."""
-    gemm.drive(A, B, C, _ONE, _ONE, k, 1, 1, TF32_EXACT, (dst_daz, rounding), 1)
+    gemm.drive(A, B, C, _ONE, _ONE, k, 1, 1, TF32_EXACT, (dst_daz, rounding), 1, 0, 1)
 
 
 for _fn_ in (gemm_tf32_fast, gemm_tf32_exact, tile_tf32):

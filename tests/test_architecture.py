@@ -249,7 +249,11 @@ def test_the_kernels_docstring_names_every_module():
     assert named <= files, named - files
     missing = {f for f in files - named if not _self_declaring(f"tilegemm.kernels.{f}")}
     assert missing == set()
-    assert "gemm.drive(A, B, C, ia, ib, k, rows, cols, variant, codes, lanes)" in doc
+    import inspect
+
+    from tilegemm.kernels import gemm
+
+    assert f"gemm.drive({str(inspect.signature(gemm.drive)).strip('()')})" in doc
 
 
 def test_the_architecture_page_matches_the_code():

@@ -100,8 +100,8 @@ def test_strided_transposed_readonly_inputs_untouched(dtype):
 def test_the_inputs_layout_and_writeability_compile_nothing_of_their_own(monkeypatch):
     """Numba compiles a function once per argument type, and an array's layout and writeability
     and an integer's signedness are part of its type. The A packer takes every A one way, and the
-    superblock loop hands its job index on as int64 both where Numba types the loop and in the
-    parallel body it builds (where a prange index is uint64): each would otherwise compile twice."""
+    superblock loop hands its job index on as int64 (a prange index, as the loop once was, is
+    uint64 in the parallel body Numba builds): each would otherwise compile twice."""
     monkeypatch.setattr(dispatch.Kernel, "blocked_name", property(lambda self: None))
     rng = np.random.default_rng(5)
     a, b = (x.astype(np.float32) for x in operands("fp16", (40, 48), (48, 36), rng))

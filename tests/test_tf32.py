@@ -774,7 +774,7 @@ def test_other_switch_readings_run_the_exact_entry():
 
     z = np.zeros(1, np.int64)
     with pytest.raises(ValueError, match="default switches only"):
-        kernels_tf32.gemm_tf32_fast.py_func(None, None, None, z, z, 16, 1, 1, 0, 1)
+        kernels_tf32.gemm_tf32_fast.py_func(0, 1, None, None, None, z, z, 16, 1, 1, 0, 1)
 
 
 def test_single_rounding_nans_and_infinities_match_the_reference():

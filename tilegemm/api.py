@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numba
 import numpy as np
 
-from . import ace, dispatch, instructions, native, plan
+from . import ace, dispatch, instructions, native, plan, workers
 from .formats import any_nan, check_fp8_overflow, daz
 from .instructions import Instruction, Profile
 from .kernels.targets import x86_nans
@@ -396,14 +396,16 @@ class _Call:
         stats = np.zeros(len(plan.PATH_NAMES), np.int64)
 
         def launch(packed: PackedB, k0: int, k: int, c_dirty: bool) -> None:
+            taken = np.zeros(1, np.int64)  # the workers' job counter
             if instr.is_float:
-                a16 = A.view(np.uint16)
-                blocks = packed.blocks(np.uint32)
-                st = entry(
-                    a16,
+                st = np.zeros((nthr, len(plan.PATH_NAMES)), np.int64)
+                workers.run(
+                    entry,
+                    nthr,
+                    A.view(np.uint16),
                     A.dtype == np.float32,
                     k0,
-                    blocks,
+                    packed.blocks(np.uint32),
                     ia,
                     ib,
                     packed.block_exponents(),
@@ -413,14 +415,17 @@ class _Call:
                     p.force,
                     c_dirty,
                     one_row,
-                    nthr,
+                    taken,
+                    st,
                 )
-                stats[:] += st
+                stats[:] += st.sum(axis=0)
             else:
                 same = instr.a.storage == instr.b.storage
                 colsum = packed.column_sums() if same else _NO_SUMS
                 signed = np.dtype(np.int8)
-                entry(
+                workers.run(
+                    entry,
+                    nthr,
                     A.view(np.uint8),
                     instr.a.storage == signed,
                     k0,
@@ -433,7 +438,7 @@ class _Call:
                     k,
                     kc,
                     one_row,
-                    nthr,
+                    taken,
                 )
 
         def dirty() -> bool:
@@ -481,8 +486,9 @@ class _Call:
         ib = _batch_index(self.b2[:-2], self.batch)
         family.run_prepare(instr, A, B, C3, ib, self.K)
         Ck = family.kernel_c(C3)
-        p.entry(A, B, Ck, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *codes)
-        plan.record(self.kernel, p.path, None, numba.get_num_threads())
+        nthr = numba.get_num_threads()
+        workers.run(p.entry, nthr, A, B, Ck, ia, ib, self.K, self.kernel.rows, self.kernel.cols, *codes)
+        plan.record(self.kernel, p.path, None, nthr)
 
     def run_native(self, target, a_codes: np.ndarray, packed: PackedB, C3: np.ndarray, threads: int) -> None:
         """The native program on ``target`` (``tilegemm.native.gemm``), on A's codes and the packed B."""

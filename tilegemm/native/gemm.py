@@ -13,7 +13,7 @@ and runs the instruction's native program (``program.gemm_ir`` for tile instruct
 
 Jobs are ordered by column panel (consecutive superblocks share B), cut into one contiguous
 range per thread (Numba's static ``prange`` schedule) and run by Python threads made for the
-call (the calling thread runs the first range), each calling the compiled function through
+call (``tilegemm.workers.run``; the calling thread runs the first range), each calling the compiled function through
 ``ctypes``, which releases the GIL. Before any thread runs a job, every thread has asked for
 tile permission (``host.request_tile_permission``) and waited for the others, so a refusal in
 any thread raises before any job has run.
@@ -35,6 +35,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import workers
 from ..amx.config import TileConfig
 from ..instructions import Instruction
 from ..reference.amx import wrap32
@@ -195,30 +196,20 @@ def _launch(fn: Callable[..., None], args: np.ndarray, njobs: int, threads: int,
     addr = args.ctypes.data
     barrier = threading.Barrier(threads)
     refused: list[BaseException] = []
-    failed: list[BaseException] = []
 
-    def work(t):
+    def work(t: int, _: int) -> None:
         try:
             if permission:
                 request_tile_permission()
         except BaseException as e:  # every thread must still reach the barrier
             refused.append(e)
         barrier.wait()
-        if refused:
-            return
-        try:
+        if not refused:
             fn(addr, bounds[t], bounds[t + 1])
-        except BaseException as e:
-            failed.append(e)
 
-    others = [threading.Thread(target=work, args=(t,), name=f"tilegemm-native-{t}") for t in range(1, threads)]
-    for th in others:
-        th.start()
-    work(0)
-    for th in others:
-        th.join()
-    if refused or failed:
-        raise (refused + failed)[0]
+    workers.run(work, threads)
+    if refused:
+        raise refused[0]
 
 
 def run(

@@ -1,0 +1,50 @@
+"""Threads for the compiled entry points, without Numba's parallel loops.
+
+A GEMM entry point is one *worker* of several (``docs/architecture.md``, "The microkernel
+contract"): called as ``entry(worker, workers, *operands)``, it runs its own share of the call's
+jobs, or takes jobs from a counter the workers share, and returns. Entries are compiled with
+``nogil=True``, so :func:`run` runs ``workers`` of them at once on Python threads, the calling
+thread running worker 0.
+
+Why not ``prange``: Numba compiles a parallel loop's body a second time, as a function of its own,
+and each compiled level optimizes and generates machine code again for everything it links in.
+An entry in ``prange`` compiled its whole kernel one more time: the first BF16 call in an empty
+cache took 29.7 s with the blocked driver's entry in ``prange`` and 22.1 s as a worker, and the
+test suite's compiles 657 s against 398 s with every loop serial (2-core Zen 3,
+``docs/performance.md``). Threads are made per call, as the native programs' are
+(``tilegemm.native.gemm``): a call runs on several threads only where its work is large
+(``tilegemm.plan.threads_for``), a thread costs far less than that, and calls from several
+threads at once (dask, a user's own pool) share nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+
+def run(entry: Callable[..., Any], workers: int, *operands: Any) -> list[Any]:
+    """``entry(w, workers, *operands)`` for ``w`` in ``range(workers)``, on ``workers`` threads at
+    once (the calling thread runs ``w = 0``); their results in order. The first exception any
+    worker raised is raised once all have returned."""
+    workers = max(1, int(workers))
+    if workers == 1:
+        return [entry(0, 1, *operands)]
+    results: list[Any] = [None] * workers
+    failed: list[BaseException] = []
+
+    def work(w: int) -> None:
+        try:
+            results[w] = entry(w, workers, *operands)
+        except BaseException as e:  # re-raised in the calling thread
+            failed.append(e)
+
+    others = [threading.Thread(target=work, args=(w,), name=f"tilegemm-worker-{w}") for w in range(1, workers)]
+    for th in others:
+        th.start()
+    work(0)
+    for th in others:
+        th.join()
+    if failed:
+        raise failed[0]
+    return results

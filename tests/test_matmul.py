@@ -112,7 +112,7 @@ def test_the_inputs_layout_and_writeability_compile_nothing_of_their_own(monkeyp
         assert_bits(tilegemm.matmul(x, b, "fp16"), want, name)
     assert convert.pack_a_float.signatures
     for sig in convert.pack_a_float.signatures:
-        assert sig[0].layout == "C" and not sig[0].mutable, sig
+        assert sig[2].layout == "C" and not sig[2].mutable, sig
     # The superblock is compiled with the loop that calls it, which may have come from the cache:
     # its specializations are those of this process and those the cache holds for this source.
     index = gemm._superblock._cache._cache_file._load_index()

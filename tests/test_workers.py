@@ -73,9 +73,10 @@ def test_gemm_entries_are_workers_that_release_the_gil():
 @pytest.mark.parametrize("nw", [2, 3, 5])
 def test_any_share_of_jobs_gives_the_bits_of_one_worker(nw, monkeypatch):
     """The superblock loop's workers each take a contiguous share of the superblocks (``share``),
-    the blocked driver's take jobs from a shared counter. With more workers than this host has
-    cores (Numba's thread count, which ``tilegemm.matmul`` reads, made ``nw``) the bits are
-    those of the reference, through both drivers."""
+    the blocked driver's take jobs from a shared counter, the packing passes a share of the rows
+    or blocks. With more workers than this host has cores (Numba's thread count, which
+    ``tilegemm.matmul`` reads, made ``nw``) the bits are those of the reference, through both
+    drivers and every pass."""
     spans = [gemm.share.py_func(7, w, nw) for w in range(nw)]
     assert spans[0][0] == 0 and spans[-1][1] == 7
     assert all(spans[i][1] == spans[i + 1][0] for i in range(nw - 1))
@@ -83,15 +84,19 @@ def test_any_share_of_jobs_gives_the_bits_of_one_worker(nw, monkeypatch):
     run = workers.run
 
     def counted(entry, n, *operands):
-        counts.append(n)
+        counts.append((entry.__name__, n))
         return run(entry, n, *operands)
 
     monkeypatch.setattr(workers, "run", counted)
     monkeypatch.setattr(numba, "get_num_threads", lambda: nw)
     monkeypatch.setattr(plan, "threads_for", lambda macs, requested: None)
+    monkeypatch.setattr(workers, "SERIAL_VALUES", 0)  # the packing passes too, small as they are
     rng = np.random.default_rng(nw)
-    for dtype in ("tf32", "bf16", "s8s8"):
+    for dtype in ("tf32", "bf16", "s8s8", "hf8"):
         a, b = operands(dtype, (2, 70, 130), (130, 90), rng)
         want = np.stack([tilegemm.reference.matmul(x, b, dtype) for x in a])
         assert_bits(tilegemm.matmul(a, b, dtype, tiling="2x2"), want, f"{dtype}, {nw} workers")
-    assert counts and set(counts) == {nw}, counts
+    assert {n for _, n in counts} == {nw}, counts
+    names = {name for name, _ in counts}
+    assert {"pack_a_float", "pack_b", "_pack_a"} <= names, names
+    assert len({name for name in names if name.startswith("gemm_")}) >= 3, names  # the drivers' entries

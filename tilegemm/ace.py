@@ -30,8 +30,9 @@ import functools
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import workers
 from .formats import NumberFormat, kernel_input
 from .instructions import Instruction
 from .layouts import Layout
@@ -199,19 +200,20 @@ def _scale_floor(codes: np.ndarray | None) -> int:
     return int(live.min()) - 127 if live.size else 0
 
 
-@njit(cache=True, parallel=True)
-def _pack_a_mx(src, vals, exps, spow, sa, dst, k_step, scaled):
-    """src (nA, M, K) codes -> dst (nA, MT, KB, 16, k_step or more: a row's first k_step entries)
-    values times their block scales (zero-filled beforehand; binary64, or binary32 for ``"mx32"``
-    and ``"mx32c"``, converted from the exact binary64 product); sa (nA, M, blocks) E8M0 codes.
-    Returns what the layouts' proofs read: the largest exponent of a non-zero finite value before
-    scaling (-32768: none), and with ``scaled`` the smallest and largest after scaling by a scale
-    that is not NaN (32767, -32768: none; without ``scaled``, as for none)."""
+@njit(cache=True, nogil=True)
+def _pack_a_mx(w, nw, src, vals, exps, spow, sa, dst, k_step, scaled):
+    """Worker ``w`` of ``nw``'s rows of src (nA, M, K) codes -> dst (nA, MT, KB, 16, k_step or
+    more: a row's first k_step entries) values times their block scales (zero-filled beforehand;
+    binary64, or binary32 for ``"mx32"`` and ``"mx32c"``, converted from the exact binary64
+    product); sa (nA, M, blocks) E8M0 codes. Returns what the layouts' proofs read: the largest
+    exponent of a non-zero finite value before scaling (-32768: none), and with ``scaled`` the
+    smallest and largest after scaling by a scale that is not NaN (32767, -32768: none; without
+    ``scaled``, as for none)."""
     nA, M, K = src.shape
     hi = np.full(nA * M, -32768, np.int32)
     lo_s = np.full(nA * M, 32767, np.int32)
     hi_s = np.full(nA * M, -32768, np.int32)
-    for row in prange(nA * M):
+    for row in range(nA * M * w // nw, nA * M * (w + 1) // nw):
         a = row // M
         m = row % M
         rhi, slo, shi = -32768, 32767, -32768
@@ -283,20 +285,20 @@ def _up32_all(bound):
     return out.reshape(bound.shape)
 
 
-@njit(cache=True, parallel=True)
-def _a_step_bounds(src, mag, low, dst, k_block, group):
-    """The A bounds of layout ``"mx32c"`` (the values are in place): src (nA, M, K) codes; dst
-    ``(nA, MT, KB, 16, k_block + 16)``. Into every row's slot ``k_block + t`` goes the largest,
-    over the rows of its group of ``group`` (the body's rows), of step t's ``sum_e |a_e|`` in units
-    of the lowest set bit of any of its non-zero values (0 where all are zero, inf where one is not
-    finite), rounded up to binary32. A step's four values share one block scale, which the ratio
-    does not see, so codes suffice. Every product of the step with B's four values of a column,
-    and every partial sum of them, is a multiple of (this unit) x (B's unit of that column), and
-    at most this bound times B's (:func:`_b_step_bounds`): exact in binary32 while that product of
-    bounds is at most 2^24."""
+@njit(cache=True, nogil=True)
+def _a_step_bounds(w, nw, src, mag, low, dst, k_block, group):
+    """Worker ``w`` of ``nw``'s panels of the A bounds of layout ``"mx32c"`` (the values are in
+    place): src (nA, M, K) codes; dst ``(nA, MT, KB, 16, k_block + 16)``. Into every row's slot
+    ``k_block + t`` goes the largest, over the rows of its group of ``group`` (the body's rows),
+    of step t's ``sum_e |a_e|`` in units of the lowest set bit of any of its non-zero values (0
+    where all are zero, inf where one is not finite), rounded up to binary32. A step's four
+    values share one block scale, which the ratio does not see, so codes suffice. Every product
+    of the step with B's four values of a column, and every partial sum of them, is a multiple
+    of (this unit) x (B's unit of that column), and at most this bound times B's
+    (:func:`_b_step_bounds`): exact in binary32 while that product of bounds is at most 2^24."""
     nA, M, K = src.shape
     MT, KB = dst.shape[1], dst.shape[2]
-    for p in prange(nA * MT * KB):
+    for p in range(nA * MT * KB * w // nw, nA * MT * KB * (w + 1) // nw):
         ai, mt, kb = p // (MT * KB), (p // KB) % MT, p % KB
         panel = dst[ai, mt, kb]
         for g0 in range(0, 16, group):
@@ -352,7 +354,9 @@ def build_a(instr: Instruction, lay: Layout, a: np.ndarray, k_blocks: int, scale
     if lay.step_bounds:  # each row: the values, then one bound per step
         panels = panels[:-1] + (instr.k_block + lay.step_bounds,)
     dst = np.zeros(panels, lay.dtype)
-    hi, lo_s, hi_s = _pack_a_mx(
+    shares = workers.run(
+        _pack_a_mx,
+        workers.count(a.size),
         a,
         values(fmt, _ieee(options)),
         _exponents(fmt, _ieee(options)),
@@ -362,8 +366,11 @@ def build_a(instr: Instruction, lay: Layout, a: np.ndarray, k_blocks: int, scale
         instr.k_block,
         lay.summary != "unscaled",
     )
+    hi = max(s[0] for s in shares)
+    lo_s, hi_s = min(s[1] for s in shares), max(s[2] for s in shares)
     if lay.step_bounds:
-        _a_step_bounds(a, *_low_bits(fmt, _ieee(options)), dst, instr.k_block, _body_rows())
+        bounds = (*_low_bits(fmt, _ieee(options)), dst, instr.k_block, _body_rows())
+        workers.run(_a_step_bounds, workers.count(a.size), a, *bounds)
         if hi == _NO_EXPONENT:
             return dst, None
         return dst, (_scale_floor(scales), int(hi)) + ((int(lo_s), int(hi_s)) if lo_s <= hi_s else (0, 0))

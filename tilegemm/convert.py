@@ -28,7 +28,7 @@ exponent range the fast-path proof needs, in the same pass.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .kernels import rounding
 from .kernels._cache import lazy_vectorize, stamp_with_dependencies
@@ -115,18 +115,19 @@ def _exponent_update(bits, lo, hi):
     return min(lo, e if live else 255), max(hi, e if live else 0)
 
 
-@njit(cache=True, parallel=True)
-def pack_a_float(src, mode, dst):
+@njit(cache=True, nogil=True)
+def pack_a_float(w, nw, src, mode, dst):
     """src (nA, M, K) bits (uint32 binary32 for MODE_F32_TO_* and MODE_BITS32, else uint16) -> dst panels.
 
-    ``dst`` is uint32 (the float32 bits) of shape (nA, MT, KB, 16, k_step), zero-filled. Returns
-    the smallest and largest unbiased exponent of the non-zero finite values (min > max: none).
+    ``dst`` is uint32 (the float32 bits) of shape (nA, MT, KB, 16, k_step), zero-filled. Worker
+    ``w`` of ``nw`` (``tilegemm.workers``) packs its share of the rows and returns the smallest
+    and largest unbiased exponent of their non-zero finite values (min > max: none).
     """
     nA, M, K = src.shape
     k_step = dst.shape[4]
     lo = np.full(nA * M, 255, np.int32)
     hi = np.zeros(nA * M, np.int32)
-    for row in prange(nA * M):
+    for row in range(nA * M * w // nw, nA * M * (w + 1) // nw):
         a = row // M
         m = row % M
         rlo, rhi = 255, 0
@@ -165,15 +166,15 @@ def pack_a_float(src, mode, dst):
     return lo.min() - 127, hi.max() - 127
 
 
-@njit(cache=True, parallel=True)
-def pack_b(src, dst):
+@njit(cache=True, nogil=True)
+def pack_b(w, nw, src, dst):
     """src (nB, K, N) bits -> dst (nB, KB, NB, 16, 16, group) VNNI blocks, zero-filled beyond B.
 
     Block (kb, nb), row r, column n, slot j holds ``B[kb*16*group + r*group + j][nb*16 + n]``
-    (docs/semantics.md, section 2). ``dst`` must be zero-filled."""
+    (docs/semantics.md, section 2). ``dst`` must be zero-filled. Worker ``w`` of ``nw``."""
     nB, K, N = src.shape
     KB, NB, group = dst.shape[1], dst.shape[2], dst.shape[5]
-    for job in prange(nB * KB):
+    for job in range(nB * KB * w // nw, nB * KB * (w + 1) // nw):
         b = job // KB
         kb = job % KB
         for r in range(16):
@@ -186,16 +187,17 @@ def pack_b(src, dst):
                         dst[b, kb, nb, r, n, j] = src[b, k, nb * 16 + n]
 
 
-@njit(cache=True, parallel=True)
-def exponent_bounds(bits):
-    """Smallest and largest biased exponent of the non-zero finite binary32 values in ``bits``
-    (a flat uint32 array), in one pass without temporaries; (255, 0) when there are none."""
+@njit(cache=True, nogil=True)
+def exponent_bounds(w, nw, bits):
+    """Smallest and largest biased exponent of the non-zero finite binary32 values in worker
+    ``w`` of ``nw``'s share of ``bits`` (a flat uint32 array), in one pass without temporaries;
+    (255, 0) when there are none."""
     chunks = 64
     lo = np.full(chunks, 255, np.int32)
     hi = np.zeros(chunks, np.int32)
     size = bits.size
     step = -(-size // chunks)
-    for c in prange(chunks):
+    for c in range(chunks * w // nw, chunks * (w + 1) // nw):
         rlo, rhi = 255, 0
         for i in range(c * step, min(size, (c + 1) * step)):
             rlo, rhi = _exponent_update(bits[i], rlo, rhi)
@@ -204,12 +206,12 @@ def exponent_bounds(bits):
     return lo.min(), hi.max()
 
 
-@njit(cache=True, parallel=True)
-def pack_a_int(src, dst):
-    """src (nA, M, K) int8/uint8 -> dst panels (nA, MT, KB, 16, 64), zero-filled."""
+@njit(cache=True, nogil=True)
+def pack_a_int(w, nw, src, dst):
+    """src (nA, M, K) int8/uint8 -> dst panels (nA, MT, KB, 16, 64), zero-filled; worker ``w`` of ``nw``."""
     nA, M, K = src.shape
     k_step = dst.shape[4]
-    for row in prange(nA * M):
+    for row in range(nA * M * w // nw, nA * M * (w + 1) // nw):
         a = row // M
         m = row % M
         for kb in range(-(-K // k_step)):
@@ -259,17 +261,18 @@ def f32_to_e4m3fn(bits):
     return _f32_to_fp8(bits, 3, 7, False)
 
 
-@njit(cache=True, parallel=True)
-def block_exponents(codes, fp16, out):
+@njit(cache=True, nogil=True)
+def block_exponents(w, nw, codes, fp16, out):
     """The block exponent table of packed 16-bit float blocks.
 
     ``codes``: (nB, KB, NB, 512) uint16, one tile block per (kb, nb); ``out``: (nB, KB, NB) int16,
     set to the smallest biased binary32 exponent of the block's non-zero finite values as the
     instruction reads them (BF16 with DAZ, FP16 widened exactly), 255 where there is none, and -1
     for a BF16 block holding a denormal or a block holding a NaN (the blocked kernels send it to
-    their exact path: a fast body's FMA picks between two NaNs by the compiler's operand order)."""
+    their exact path: a fast body's FMA picks between two NaNs by the compiler's operand order).
+    Worker ``w`` of ``nw``."""
     nB, KB, NB = out.shape
-    for job in prange(nB * KB):
+    for job in range(nB * KB * w // nw, nB * KB * (w + 1) // nw):
         b = job // KB
         kb = job % KB
         for nb in range(NB):
@@ -297,14 +300,14 @@ def block_exponents(codes, fp16, out):
             out[b, kb, nb] = -1 if den else lo
 
 
-@njit(cache=True, parallel=True)
-def column_sums(blocks, out):
+@njit(cache=True, nogil=True)
+def column_sums(w, nw, blocks, out):
     """``out[b, n]``: the sum over K of column n of packed INT8 blocks, modulo 2^32.
 
     ``blocks``: (nB, KB, NB, 16, 16, 4) int8 or uint8 (quads of column n at ``[..., n, :]``),
-    ``out``: (nB, NB * 16) int32."""
+    ``out``: (nB, NB * 16) int32. Worker ``w`` of ``nw``."""
     nB, KB, NB = blocks.shape[0], blocks.shape[1], blocks.shape[2]
-    for job in prange(nB * NB):
+    for job in range(nB * NB * w // nw, nB * NB * (w + 1) // nw):
         b = job // NB
         nb = job % NB
         for n in range(16):

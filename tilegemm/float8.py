@@ -16,8 +16,9 @@ import functools
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from . import workers
 from .formats import NumberFormat, kernel_input
 from .kernels import exact
 from .kernels._cache import stamp_with_dependencies
@@ -63,22 +64,25 @@ def pack_a(src: np.ndarray, fmt: NumberFormat, dst: np.ndarray) -> tuple[int, in
     values = decode_table(fmt, np.float32 if dst.dtype == np.float32 else np.float64)
     src = kernel_input(src)
     if dst.dtype == np.float32:
-        lo, hi = _pack_a(src, values, dst.view(np.int32), np.int64(23), np.int64(0xFF), 127)
+        how = (dst.view(np.int32), np.int64(23), np.int64(0xFF), 127)
     else:
-        lo, hi = _pack_a(src, values, dst.view(np.int64), np.int64(52), np.int64(0x7FF), 1023)
+        how = (dst.view(np.int64), np.int64(52), np.int64(0x7FF), 1023)
+    shares = workers.run(_pack_a, workers.count(src.size), src, values, *how)
+    lo, hi = min(s[0] for s in shares), max(s[1] for s in shares)
     return None if lo > hi else (int(lo), int(hi))
 
 
-@njit(cache=True, parallel=True)
-def _pack_a(src, values, bits, shift, top, bias):
-    """The panels as integers (``bits``: ``dst`` viewed as int64 or int32, ``values`` the table of
-    its float type): an exponent field is ``(b >> shift) & top``, with ``top`` for NaN/Inf."""
+@njit(cache=True, nogil=True)
+def _pack_a(w, nw, src, values, bits, shift, top, bias):
+    """Worker ``w`` of ``nw``'s rows of the panels as integers (``bits``: ``dst`` viewed as int64
+    or int32, ``values`` the table of its float type): an exponent field is ``(b >> shift) & top``,
+    with ``top`` for NaN/Inf."""
     nA, M, K = src.shape
     k_step = bits.shape[4]
     vbits = values.view(bits.dtype)
     lo = np.full(nA * M, 32767, np.int32)
     hi = np.full(nA * M, -32768, np.int32)
-    for row in prange(nA * M):
+    for row in range(nA * M * w // nw, nA * M * (w + 1) // nw):
         a = row // M
         m = row % M
         # Biased exponents of the row's values: zeros (0) and NaN/Inf (top) left out by selects,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ace, convert, float8, layouts
+from . import ace, convert, float8, layouts, workers
 from .formats import FP16, NumberFormat, check_fp8_overflow, kernel_input
 from .instructions import DEFAULT_ISA, Instruction, resolve
 
@@ -170,7 +170,7 @@ class PackedB:
             codes = self.blocks(np.uint16)
             out = np.empty(codes.shape[:3], np.int16)
             if out.size:
-                convert.block_exponents(codes, self.format is FP16, out)
+                workers.run(convert.block_exponents, workers.count(codes.size), codes, self.format is FP16, out)
             self._tables["exponents"] = out
         return self._tables["exponents"]
 
@@ -182,7 +182,8 @@ class PackedB:
             blocks = self.blocks(self.format.storage)
             out = np.empty((blocks.shape[0], blocks.shape[2] * TILE_N), np.int32)
             if out.size:
-                convert.column_sums(blocks.reshape(blocks.shape[:3] + (TILE_ROWS, TILE_N, 4)), out)
+                quads = blocks.reshape(blocks.shape[:3] + (TILE_ROWS, TILE_N, 4))
+                workers.run(convert.column_sums, workers.count(quads.size), quads, out)
             self._tables["colsums"] = out
         return self._tables["colsums"]
 
@@ -227,7 +228,8 @@ def exponent_range(x: np.ndarray, denormals: bool = False) -> tuple[int, int] | 
         live = e[(e != 0) & (e != 0x7FF)]
         return (int(live.min()) - 1023, int(live.max()) - 1023) if live.size else None
     bits = np.ascontiguousarray(x).view(np.uint32).reshape(-1)
-    lo, hi = exponent_bounds(bits)
+    bounds = workers.run(exponent_bounds, workers.count(bits.size), bits)
+    lo, hi = min(b[0] for b in bounds), max(b[1] for b in bounds)
     if denormals and np.any(((bits & 0x7F800000) == 0) & ((bits & 0x007FFFFF) != 0)):
         return (-149, max(int(hi) - 127, -149))
     return None if lo > hi else (int(lo) - 127, int(hi) - 127)
@@ -319,7 +321,7 @@ def pack_codes(el: np.ndarray, isa: str, dtype: str, scales=None) -> PackedB:
     nbatch = int(np.prod(batch, dtype=np.int64))
     blocks = aligned_zeros((nbatch, kb, nb, TILE_ROWS, TILE_N, instr.group), el.dtype)
     if K and N and nbatch:
-        convert.pack_b(kernel_input(el.reshape(nbatch, K, N)), blocks)
+        workers.run(convert.pack_b, workers.count(el.size), kernel_input(el.reshape(nbatch, K, N)), blocks)
     data = blocks.view(np.uint8).reshape(tuple(batch) + (kb, nb, TILE_ROWS, 64))
     return PackedB(tuple(batch) + (K, N), dtype, data, isa, scales)
 
@@ -350,7 +352,7 @@ def build_a(instr: Instruction, lay: layouts.Layout, a: np.ndarray, k_blocks: in
         if a.dtype == np.float32:
             a = fmt.to_codes(a, "a", instr.mnemonic)
         A = np.zeros(panels, fmt.storage)
-        convert.pack_a_int(kernel_input(a), A)
+        workers.run(convert.pack_a_int, workers.count(a.size), kernel_input(a), A)
         return A, None
     if fmt.minifloat is not None:
         if a.dtype == np.float32:  # headed for an 8-bit float: rounded here (RNE, as ml_dtypes)
@@ -367,7 +369,9 @@ def build_a(instr: Instruction, lay: layouts.Layout, a: np.ndarray, k_blocks: in
         a = np.ascontiguousarray(fmt.widen_fn(instr.daz_inputs)(codes), np.uint32)
         f32, mode = False, convert.MODE_BITS32
     # One compiled pass per dtype, whatever the caller's layout (a transposed A) and writeability.
-    lo, hi = convert.pack_a_float(kernel_input(a.view(np.uint32) if f32 else a), mode, out)
+    src = kernel_input(a.view(np.uint32) if f32 else a)
+    shares = workers.run(convert.pack_a_float, workers.count(src.size), src, mode, out)
+    lo, hi = min(s[0] for s in shares), max(s[1] for s in shares)
     return out.view(np.float32), (None if lo > hi else (int(lo), int(hi)))
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from . import instructions
+from . import instructions, workers
 from .api import matmul
 from .compare import bitdiff
 from .formats import exact_start
@@ -193,12 +193,13 @@ class SaturationRisk:
         )
 
 
-@njit(cache=True, parallel=True)
-def _pair_scan(a, b, pairs, first_k):
-    """a: (M, K) int32 u8 values (K even), b: (K, N) int32 s8 values; ``first_k`` starts at K."""
+@njit(cache=True, nogil=True)
+def _pair_scan(w, nw, a, b, pairs, first_k):
+    """a: (M, K) int32 u8 values (K even), b: (K, N) int32 s8 values; ``first_k`` starts at K.
+    Worker ``w`` of ``nw`` scans its share of the rows."""
     M, K = a.shape
     N = b.shape[1]
-    for m in prange(M):
+    for m in range(M * w // nw, M * (w + 1) // nw):
         cnt = pairs[m]
         first = first_k[m]
         for j in range(K // 2):
@@ -247,6 +248,6 @@ def saturation_risk(a, b, dtype="u8s8") -> SaturationRisk:
     pairs = np.zeros((M, N), np.int32)
     first_k = np.full((M, N), a32.shape[1], np.int32)
     if K:
-        _pair_scan(a32, b32, pairs, first_k)
+        workers.run(_pair_scan, workers.count(M * K * N), a32, b32, pairs, first_k)
     first_k[pairs == 0] = -1
     return SaturationRisk(pairs, first_k)

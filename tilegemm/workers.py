@@ -22,6 +22,18 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
+#: Values below which a pass (packing, a scan) runs on the calling thread alone: a thread made for
+#: the call costs tens of microseconds, about what a pass over this many values takes.
+SERIAL_VALUES = 1 << 16
+
+
+def count(values: int) -> int:
+    """Workers for a pass over ``values`` values: Numba's thread count for the calling thread (which
+    ``tilegemm.matmul``'s ``threads`` and its plan set), or 1 below :data:`SERIAL_VALUES`."""
+    import numba
+
+    return 1 if values < SERIAL_VALUES else numba.get_num_threads()
+
 
 def run(entry: Callable[..., Any], workers: int, *operands: Any) -> list[Any]:
     """``entry(w, workers, *operands)`` for ``w`` in ``range(workers)``, on ``workers`` threads at

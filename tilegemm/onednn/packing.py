@@ -10,21 +10,23 @@ n]`` = ``w[16 nb + n][32 kb + 2 r + j]``), zero-filled beyond B. It rearranges c
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from .. import workers
 from ..instructions import resolve
 from ..packing import TILE_N, TILE_ROWS, PackedB
 
 __all__ = ["pack_transposed"]
 
 
-@njit(cache=True, parallel=True)
-def _pack_rows(w, dst):
-    """w (nB, N, K) codes -> dst (nB, KB, NB, 16, 16, group), zero-filled beforehand."""
+@njit(cache=True, nogil=True)
+def _pack_rows(worker, workers, w, dst):
+    """w (nB, N, K) codes -> dst (nB, KB, NB, 16, 16, group), zero-filled beforehand: the column
+    panels of worker ``worker`` of ``workers``."""
     nB, N, K = w.shape
     KB, NB, group = dst.shape[1], dst.shape[2], dst.shape[5]
     step = 16 * group
-    for job in prange(nB * NB):
+    for job in range(nB * NB * worker // workers, nB * NB * (worker + 1) // workers):
         b = job // NB
         nb = job % NB
         for kb in range(KB):  # one 1 KiB block at a time: 16 rows of w, 64 bytes of each
@@ -47,6 +49,7 @@ def pack_transposed(w_codes: np.ndarray, isa: str, dtype: str) -> PackedB:
     nbatch = int(np.prod(batch, dtype=np.int64))
     blocks = np.zeros((nbatch, kb, nb, TILE_ROWS, TILE_N, instr.group), w_codes.dtype)
     if K and N and nbatch:
-        _pack_rows(np.ascontiguousarray(w_codes).reshape(nbatch, N, K), blocks)
+        rows = np.ascontiguousarray(w_codes).reshape(nbatch, N, K)
+        workers.run(_pack_rows, workers.count(rows.size), rows, blocks)
     data = blocks.view(np.uint8).reshape(tuple(batch) + (kb, nb, TILE_ROWS, 64))
     return PackedB(tuple(batch) + (K, N), dtype, data, isa)

@@ -2,16 +2,15 @@
 
 A GEMM entry point is one *worker* of several (``docs/architecture.md``, "The microkernel
 contract"): called as ``entry(worker, workers, *operands)``, it runs its own share of the call's
-jobs, or takes jobs from a counter the workers share, and returns. Entries are compiled with
-``nogil=True``, so :func:`run` runs ``workers`` of them at once on Python threads, the calling
-thread running worker 0.
+jobs, or takes jobs from a counter the workers share, and returns. The packing passes and scans
+of ``tilegemm/`` are workers the same way. They are compiled with ``nogil=True``, so :func:`run`
+runs ``workers`` of them at once on Python threads, the calling thread running worker 0.
 
 Why not ``prange``: Numba compiles a parallel loop's body a second time, as a function of its own,
-and each compiled level optimizes and generates machine code again for everything it links in.
-An entry in ``prange`` compiled its whole kernel one more time: the first BF16 call in an empty
-cache took 29.7 s with the blocked driver's entry in ``prange`` and 22.1 s as a worker, and the
-test suite's compiles 657 s against 398 s with every loop serial (2-core Zen 3,
-``docs/performance.md``). Threads are made per call, as the native programs' are
+and each compiled level optimizes and generates machine code again for everything it links in,
+so an entry in ``prange`` compiled its whole kernel one more time: first calls and the test suite
+spent about 40% of their compiling on it (``docs/performance.md``, 2026-12-08). Threads are made
+per call, as the native programs' are
 (``tilegemm.native.gemm``): a call runs on several threads only where its work is large
 (``tilegemm.plan.threads_for``), a thread costs far less than that, and calls from several
 threads at once (dask, a user's own pool) share nothing.

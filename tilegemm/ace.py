@@ -210,13 +210,10 @@ def _pack_a_mx(w, nw, src, vals, exps, spow, sa, dst, k_step, scaled):
     smallest and largest after scaling by a scale that is not NaN (32767, -32768: none; without
     ``scaled``, as for none)."""
     nA, M, K = src.shape
-    hi = np.full(nA * M, -32768, np.int32)
-    lo_s = np.full(nA * M, 32767, np.int32)
-    hi_s = np.full(nA * M, -32768, np.int32)
+    rhi, slo, shi = -32768, 32767, -32768
     for row in range(nA * M * w // nw, nA * M * (w + 1) // nw):
         a = row // M
         m = row % M
-        rhi, slo, shi = -32768, 32767, -32768
         for kb in range(-(-K // k_step)):
             out = dst[a, m // 16, kb, m % 16]
             for kin in range(min(k_step, K - kb * k_step)):
@@ -231,10 +228,7 @@ def _pack_a_mx(w, nw, src, vals, exps, spow, sa, dst, k_step, scaled):
                     es = e + np.int32(s) - 127
                     slo = min(slo, es)
                     shi = max(shi, es)
-        hi[row] = rhi
-        lo_s[row] = slo
-        hi_s[row] = shi
-    return hi.max(), lo_s.min(), hi_s.max()
+    return rhi, slo, shi
 
 
 def _body_rows() -> int:

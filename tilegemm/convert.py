@@ -125,12 +125,10 @@ def pack_a_float(w, nw, src, mode, dst):
     """
     nA, M, K = src.shape
     k_step = dst.shape[4]
-    lo = np.full(nA * M, 255, np.int32)
-    hi = np.zeros(nA * M, np.int32)
+    rlo, rhi = 255, 0
     for row in range(nA * M * w // nw, nA * M * (w + 1) // nw):
         a = row // M
         m = row % M
-        rlo, rhi = 255, 0
         for kb in range(-(-K // k_step)):
             out = dst[a, m // 16, kb, m % 16]
             seg = src[a, m, kb * k_step : min(K, (kb + 1) * k_step)]
@@ -161,9 +159,7 @@ def pack_a_float(w, nw, src, mode, dst):
                     out[kin] = rounding.fp16_to_f32(np.uint16(seg[kin]))
             for kin in range(seg.size):
                 rlo, rhi = _exponent_update(out[kin], rlo, rhi)
-        lo[row] = rlo
-        hi[row] = rhi
-    return lo.min() - 127, hi.max() - 127
+    return rlo - 127, rhi - 127
 
 
 @njit(cache=True, nogil=True)
@@ -192,18 +188,10 @@ def exponent_bounds(w, nw, bits):
     """Smallest and largest biased exponent of the non-zero finite binary32 values in worker
     ``w`` of ``nw``'s share of ``bits`` (a flat uint32 array), in one pass without temporaries;
     (255, 0) when there are none."""
-    chunks = 64
-    lo = np.full(chunks, 255, np.int32)
-    hi = np.zeros(chunks, np.int32)
-    size = bits.size
-    step = -(-size // chunks)
-    for c in range(chunks * w // nw, chunks * (w + 1) // nw):
-        rlo, rhi = 255, 0
-        for i in range(c * step, min(size, (c + 1) * step)):
-            rlo, rhi = _exponent_update(bits[i], rlo, rhi)
-        lo[c] = rlo
-        hi[c] = rhi
-    return lo.min(), hi.max()
+    rlo, rhi = 255, 0
+    for i in range(bits.size * w // nw, bits.size * (w + 1) // nw):
+        rlo, rhi = _exponent_update(bits[i], rlo, rhi)
+    return rlo, rhi
 
 
 @njit(cache=True, nogil=True)

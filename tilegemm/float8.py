@@ -80,14 +80,12 @@ def _pack_a(w, nw, src, values, bits, shift, top, bias):
     nA, M, K = src.shape
     k_step = bits.shape[4]
     vbits = values.view(bits.dtype)
-    lo = np.full(nA * M, 32767, np.int32)
-    hi = np.full(nA * M, -32768, np.int32)
+    # Biased exponents of the rows' values: zeros (0) and NaN/Inf (top) left out by selects, so
+    # that both loops vectorize (every 8-bit float value is a binary32 and binary64 normal).
+    elo, ehi = top, np.int64(0)
     for row in range(nA * M * w // nw, nA * M * (w + 1) // nw):
         a = row // M
         m = row % M
-        # Biased exponents of the row's values: zeros (0) and NaN/Inf (top) left out by selects,
-        # so that both loops vectorize (every 8-bit float value is a binary32 and binary64 normal).
-        elo, ehi = top, np.int64(0)
         for kb in range(-(-K // k_step)):
             out = bits[a, m // 16, kb, m % 16]
             n = min(k_step, K - kb * k_step)
@@ -98,10 +96,7 @@ def _pack_a(w, nw, src, values, bits, shift, top, bias):
                 e = (np.int64(out[kin]) >> shift) & top
                 elo = min(elo, e if e != 0 else top)
                 ehi = max(ehi, e if e != top else 0)
-        if elo <= ehi:
-            lo[row] = elo - bias
-            hi[row] = ehi - bias
-    return lo.min(), hi.max()
+    return (elo - bias, ehi - bias) if elo <= ehi else (np.int64(32767), np.int64(-32768))
 
 
 for _fn in (_table, _pack_a):
